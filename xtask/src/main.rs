@@ -1,0 +1,216 @@
+//! Project chores for strand. `cargo xtask ci` is the one command that says
+//! "green"; `cargo xtask help` lists the others.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+/// One CI step: a name and the command line it runs.
+struct Step {
+    name: &'static str,
+    run: fn(&Path) -> Result<(), String>,
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(&root),
+        Some("help") | None => {
+            print_help();
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown task `{other}`; try `cargo xtask help`")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_help() {
+    println!("cargo xtask <task>");
+    println!();
+    println!("tasks:");
+    println!("  ci     fmt, clippy, tests (with insta checks), cargo-deny, conformance");
+    println!("  help   this text");
+}
+
+fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map_or(manifest.clone(), Path::to_path_buf)
+}
+
+fn ci(root: &Path) -> Result<(), String> {
+    let steps = [
+        Step { name: "fmt", run: step_fmt },
+        Step { name: "clippy", run: step_clippy },
+        Step { name: "tests", run: step_tests },
+        Step { name: "insta", run: step_insta_pending },
+        Step { name: "deny", run: step_deny },
+        Step { name: "conformance", run: step_conformance },
+    ];
+    let started = Instant::now();
+    for step in &steps {
+        println!("==> ci step `{}`", step.name);
+        let t = Instant::now();
+        let outcome = (step.run)(root);
+        let secs = t.elapsed().as_secs_f64();
+        match outcome {
+            Ok(()) => println!("<== ci step `{}` ok in {secs:.1}s", step.name),
+            Err(e) => {
+                return Err(format!(
+                    "ci step `{}` failed after {secs:.1}s: {e}",
+                    step.name
+                ));
+            }
+        }
+    }
+    println!(
+        "ci: all {} steps green in {:.1}s",
+        steps.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn cargo(root: &Path) -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root);
+    cmd
+}
+
+fn run(mut cmd: Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} exited with {status}"))
+    }
+}
+
+fn has_subcommand(root: &Path, sub: &str) -> bool {
+    cargo(root)
+        .args([sub, "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn step_fmt(root: &Path) -> Result<(), String> {
+    let mut cmd = cargo(root);
+    cmd.args(["fmt", "--all", "--check"]);
+    run(cmd)
+}
+
+fn step_clippy(root: &Path) -> Result<(), String> {
+    let mut cmd = cargo(root);
+    cmd.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(cmd)
+}
+
+/// Runs the whole test suite through `cargo insta test`, so that snapshot
+/// mismatches fail (`--check`) and snapshot files no test uses are rejected
+/// (`--unreferenced=reject`).
+fn step_tests(root: &Path) -> Result<(), String> {
+    if !has_subcommand(root, "insta") {
+        return Err(
+            "cargo-insta is not installed; install it with `cargo install --locked cargo-insta` \
+             (.ci/run does this on a fresh machine)"
+                .into(),
+        );
+    }
+    let mut cmd = cargo(root);
+    cmd.args([
+        "insta",
+        "test",
+        "--workspace",
+        "--check",
+        "--unreferenced=reject",
+    ]);
+    if has_subcommand(root, "nextest") {
+        cmd.args(["--test-runner", "nextest"]);
+    }
+    cmd.env("INSTA_UPDATE", "no");
+    run(cmd)
+}
+
+/// Fails when a pending snapshot (`.snap.new`, `.pending-snap`) is lying in
+/// the tree: a format change must be reviewed and accepted, never left open.
+fn step_insta_pending(root: &Path) -> Result<(), String> {
+    let mut pending = Vec::new();
+    find_pending(root, &mut pending);
+    if pending.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "pending insta snapshots (review with `cargo insta review`): {}",
+            pending
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+}
+
+fn find_pending(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                find_pending(&path, out);
+            }
+        } else if name.ends_with(".snap.new") || name.ends_with(".pending-snap") {
+            out.push(path);
+        }
+    }
+}
+
+fn step_deny(root: &Path) -> Result<(), String> {
+    if !has_subcommand(root, "deny") {
+        return Err(
+            "cargo-deny is not installed; install it with `cargo install --locked cargo-deny` \
+             (.ci/run does this on a fresh machine)"
+                .into(),
+        );
+    }
+    let mut cmd = cargo(root);
+    cmd.args(["deny", "check", "bans", "licenses", "sources"]);
+    run(cmd)
+}
+
+/// Replays the golden traces of `../shared/conformance` (or
+/// `STRAND_CONFORMANCE_DIR`) against the state machine.
+fn step_conformance(root: &Path) -> Result<(), String> {
+    let mut cmd = cargo(root);
+    cmd.args([
+        "test",
+        "--package",
+        "strand-tests",
+        "--test",
+        "conformance",
+        "--",
+        "--nocapture",
+    ]);
+    run(cmd)
+}
