@@ -41,17 +41,37 @@ fn print_help() {
 
 fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().map_or(manifest.clone(), Path::to_path_buf)
+    manifest
+        .parent()
+        .map_or(manifest.clone(), Path::to_path_buf)
 }
 
 fn ci(root: &Path) -> Result<(), String> {
     let steps = [
-        Step { name: "fmt", run: step_fmt },
-        Step { name: "clippy", run: step_clippy },
-        Step { name: "tests", run: step_tests },
-        Step { name: "insta", run: step_insta_pending },
-        Step { name: "deny", run: step_deny },
-        Step { name: "conformance", run: step_conformance },
+        Step {
+            name: "fmt",
+            run: step_fmt,
+        },
+        Step {
+            name: "clippy",
+            run: step_clippy,
+        },
+        Step {
+            name: "tests",
+            run: step_tests,
+        },
+        Step {
+            name: "insta",
+            run: step_insta_pending,
+        },
+        Step {
+            name: "deny",
+            run: step_deny,
+        },
+        Step {
+            name: "conformance",
+            run: step_conformance,
+        },
     ];
     let started = Instant::now();
     for step in &steps {

@@ -2,6 +2,48 @@
 //! wire: producers, cold and external references, GC entries, and the
 //! read/plan results.
 //!
-//! This crate owns the exact serde shapes of those types (spec area 01). It
-//! knows nothing about how streams change: no record index, no integrity
-//! hashing, no usage accounting, no state machine.
+//! This crate owns the exact serde shapes of those types (spec area 01) and
+//! the id and small model validators (spec 01 §16, §17). It knows nothing
+//! about how streams change: no record index, no integrity hashing, no usage
+//! accounting, no state machine.
+
+mod checks;
+mod constants;
+mod id;
+mod producer;
+mod proto;
+mod read;
+mod record_range;
+mod storage;
+mod stream;
+mod validate;
+
+pub use checks::{
+    ExternalRefProblem, validate_external_payload_ref, validate_producer_request,
+    validate_retention_pair,
+};
+pub use constants::{
+    COLD_INDEX_PAGE_SPAN_BYTES, MAX_BUCKET_ID_BYTES, MAX_JS_SAFE_INTEGER, MAX_STREAM_ATTRS_BYTES,
+    MAX_STREAM_PATH_BYTES, MIN_BUCKET_ID_BYTES, RESERVED_AFFINITY_STREAM_IDS, RESERVED_STREAM_ID,
+    TTL_EXPIRY_SWEEP_MAX_STREAMS_PER_WRITE,
+};
+pub use id::{BucketStreamId, is_reserved_affinity_stream_id};
+pub use producer::{AppendStreamInput, ProducerAppendRecord, ProducerReceipt, ProducerSnapshot};
+pub use proto::{
+    ColdChunkRef, ColdChunkRefV1, ExternalPayloadRef, ExternalPayloadRefV1, ProducerRequest,
+    ProducerRequestV1,
+};
+pub use read::{
+    ColdFlushCandidate, StreamBatchAppend, StreamBatchAppendItem, StreamBootstrapPlan, StreamRead,
+    StreamReadColdIndexSegment, StreamReadColdSegment, StreamReadObjectSegment, StreamReadPlan,
+    StreamReadSegment,
+};
+pub use record_range::StreamRecordRange;
+pub use storage::{
+    ColdGcEntry, ColdGcTarget, HotPayloadSegment, ObjectPayloadRef, StreamMessageRecord,
+    StreamVisibleSnapshot,
+};
+pub use stream::{
+    StreamAttrs, StreamMetadata, StreamStatus, normalize_stream_attrs, validate_stream_attrs_size,
+};
+pub use validate::{validate_bucket_id, validate_stream_id};
