@@ -1,5 +1,43 @@
 //! The deterministic Durable Streams state machine: commands in, responses
 //! and snapshots out (spec areas 03–07).
 //!
-//! This crate composes the lower crates. It must not know about transports,
-//! files or clocks: time only arrives inside commands.
+//! This crate composes the lower crates (model, records, integrity, usage,
+//! snapshot). It must not know about transports, files or clocks: time only
+//! arrives inside commands, and no output depends on hash-map order.
+//!
+//! Modules by concern: `dispatch` (apply and the TTL sweep hook),
+//! `buckets`, `create`, `stream_ops` and `removal` (lifecycle), `append`,
+//! `batch` and `transaction` (writes and producers), `flush` (cold tier
+//! and planning), `retention` (visible snapshots and retention), `queries`
+//! and `read` (queries), `persist` (snapshot, restore, import), and the
+//! state types `registry`, `slot`, `hot`, `cold`, `gc`, `ttl`,
+//! `producers`.
+
+mod append;
+mod batch;
+mod buckets;
+mod cold;
+mod command;
+mod create;
+mod dispatch;
+mod flush;
+mod gc;
+mod hot;
+mod machine;
+mod persist;
+mod producers;
+mod queries;
+mod read;
+mod registry;
+mod removal;
+mod response;
+mod retention;
+mod scope;
+mod slot;
+mod stream_ops;
+mod transaction;
+mod ttl;
+
+pub use command::StreamCommand;
+pub use machine::StreamStateMachine;
+pub use response::{StreamErrorCode, StreamErrorContext, StreamResponse};

@@ -3,3 +3,38 @@
 //!
 //! This crate owns what a snapshot looks like and which snapshots are
 //! well-formed. It must not know how a state machine is built from one.
+//!
+//! * Wire types: [`StreamSnapshot`], [`StreamSnapshotEntry`],
+//!   [`SharedColdObjectOwnersSnapshot`] (spec 07 §2, exact serde shapes).
+//! * [`StreamSnapshotError`] with the exact `Display` texts of spec 07 §4.
+//! * [`SnapshotValidator`]: the bucket checks of §5.1 and, per entry, the
+//!   checks of §5.3 steps 1–12 in their exact order, returning a
+//!   [`CheckedEntry`] with the values restore installs.
+//! * [`validate_snapshot`]: all of that over a whole snapshot, returning a
+//!   [`SnapshotSummary`].
+//! * [`visible_snapshot_digest`]: the visible-snapshot digest (spec 05 §6.1).
+//!
+//! # How restore uses it
+//!
+//! ```text
+//! let mut validator = SnapshotValidator::new(&snap.buckets, &snap.erased_buckets)?;
+//! for entry in snap.streams {
+//!     let checked = validator.check_entry(&entry)?;   // steps 1-12
+//!     // step 13-15: build and insert the slot from `entry` + `checked`
+//! }
+//! // steps 16-19: owners, GC queue, usage, quotas (no failure possible)
+//! ```
+
+mod digest;
+mod error;
+mod messages;
+mod payload;
+mod summary;
+mod validator;
+mod wire;
+
+pub use digest::visible_snapshot_digest;
+pub use error::StreamSnapshotError;
+pub use summary::{SnapshotSummary, validate_snapshot};
+pub use validator::{CheckedEntry, SnapshotValidator};
+pub use wire::{SharedColdObjectOwnersSnapshot, StreamSnapshot, StreamSnapshotEntry};

@@ -3,3 +3,38 @@
 //!
 //! This facade only re-exports the public API of the layered crates under
 //! the reference's names. It holds no logic of its own.
+//!
+//! ```
+//! use strand::{BucketStreamId, StreamCommand, StreamResponse, StreamStateMachine};
+//!
+//! let mut machine = StreamStateMachine::new();
+//! let created = machine.apply(StreamCommand::CreateBucket { bucket_id: "acme".into() });
+//! assert_eq!(created, StreamResponse::BucketCreated { bucket_id: "acme".into() });
+//! assert!(machine.bucket_exists("acme"));
+//! assert!(machine.head(&BucketStreamId::new("acme", "events")).is_none());
+//! ```
+
+pub use strand_integrity::StreamIntegritySnapshot;
+pub use strand_machine::{
+    StreamCommand, StreamErrorCode, StreamErrorContext, StreamResponse, StreamStateMachine,
+};
+pub use strand_model::{
+    AppendStreamInput, BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, ColdChunkRef, ColdChunkRefV1,
+    ColdFlushCandidate, ColdGcEntry, ColdGcTarget, ExternalPayloadRef, ExternalPayloadRefV1,
+    HotPayloadSegment, ObjectPayloadRef, ProducerAppendRecord, ProducerReceipt, ProducerRequest,
+    ProducerRequestV1, ProducerSnapshot, StreamAttrs, StreamBatchAppend, StreamBatchAppendItem,
+    StreamBootstrapPlan, StreamMessageRecord, StreamMetadata, StreamRead,
+    StreamReadColdIndexSegment, StreamReadColdSegment, StreamReadObjectSegment, StreamReadPlan,
+    StreamReadSegment, StreamStatus, StreamVisibleSnapshot, is_reserved_affinity_stream_id,
+    validate_bucket_id, validate_stream_id,
+};
+pub use strand_records::{
+    RecordIndexError, StreamRecordIndex, StreamRecordRange, canonical_json_record_ends,
+    is_json_record_content_type,
+};
+pub use strand_snapshot::{
+    SharedColdObjectOwnersSnapshot, StreamSnapshot, StreamSnapshotEntry, StreamSnapshotError,
+};
+pub use strand_usage::{
+    BucketQuota, BucketQuotaSnapshot, BucketUsage, BucketUsageSnapshot, COMMITTED_WRITE_UNIT_BYTES,
+};

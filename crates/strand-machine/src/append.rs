@@ -1,0 +1,413 @@
+//! Inline appends (`Append`, `append_borrowed`, `Close`) and external
+//! appends (`AppendExternal`) (spec 04 §3–§5).
+
+use bytes::Bytes;
+use strand_model::{
+    AppendStreamInput, BucketStreamId, ExternalPayloadRef, ProducerAppendRecord, ProducerRequest,
+    StreamStatus,
+};
+use strand_records::{
+    PendingRecordAppend, RecordWriteError, appended_record_count, check_record_precondition,
+    is_json_record_content_type, payload_record_ends, prepare_record_append,
+    producer_record_bounds, push_message_records,
+};
+
+use crate::hot::to_u64;
+use crate::machine::StreamStateMachine;
+use crate::producers::{Duplicate, Evaluation};
+use crate::response::{StreamErrorCode, StreamErrorContext, StreamResponse};
+use crate::scope::{check_external_ref, check_producer, not_found};
+use crate::slot::{StreamSlot, integrity_domain};
+use crate::ttl::renew;
+
+/// An inline payload: the command's `Bytes` (kept without copying) or a
+/// borrowed slice (copied once when accepted).
+pub(crate) enum Payload<'a> {
+    Owned(Bytes),
+    Borrowed(&'a [u8]),
+}
+
+impl Payload<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Owned(b) => b,
+            Self::Borrowed(s) => s,
+        }
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Self::Owned(b) => b,
+            Self::Borrowed(s) => Bytes::copy_from_slice(s),
+        }
+    }
+}
+
+/// One inline append request.
+pub(crate) struct InlineAppend<'a> {
+    pub(crate) stream_id: BucketStreamId,
+    pub(crate) content_type: Option<&'a str>,
+    pub(crate) payload: Payload<'a>,
+    pub(crate) close_after: bool,
+    pub(crate) stream_seq: Option<String>,
+    pub(crate) producer: Option<ProducerRequest>,
+    pub(crate) now_ms: u64,
+    pub(crate) record_match: Option<u64>,
+}
+
+/// One external append request.
+pub(crate) struct ExternalAppend {
+    pub(crate) stream_id: BucketStreamId,
+    pub(crate) content_type: Option<String>,
+    pub(crate) payload: ExternalPayloadRef,
+    pub(crate) record_ends: Vec<u64>,
+    pub(crate) close_after: bool,
+    pub(crate) stream_seq: Option<String>,
+    pub(crate) producer: Option<ProducerRequest>,
+    pub(crate) now_ms: u64,
+    pub(crate) record_match: Option<u64>,
+}
+
+/// Maps a record rejection to its response (spec 02 §3.9).
+pub(crate) fn record_error(e: RecordWriteError, tail: u64) -> StreamResponse {
+    let code = if e.is_precondition_failure() {
+        StreamErrorCode::RecordPreconditionFailed
+    } else {
+        StreamErrorCode::InvalidRecordBoundaries
+    };
+    let next = e.reports_tail().then_some(tail);
+    let context = e
+        .current_record()
+        .map(|current_record| vec![StreamErrorContext::RecordTailMismatch { current_record }])
+        .unwrap_or_default();
+    StreamResponse::error_with(code, next, context, e.to_string())
+}
+
+/// `StreamClosed` with the tail and its context.
+pub(crate) fn stream_closed(id: &BucketStreamId, tail: u64) -> StreamResponse {
+    StreamResponse::error_with(
+        StreamErrorCode::StreamClosed,
+        Some(tail),
+        vec![StreamErrorContext::StreamClosed],
+        format!("stream '{id}' is closed"),
+    )
+}
+
+/// `ContentTypeMismatch` with the tail.
+pub(crate) fn content_type_mismatch(expected: &str, got: &str, tail: u64) -> StreamResponse {
+    StreamResponse::error_at(
+        StreamErrorCode::ContentTypeMismatch,
+        tail,
+        format!("content type '{got}' does not match stream content type '{expected}'"),
+    )
+}
+
+/// The stream-sequence check (spec 04 §2.10).
+pub(crate) fn check_stream_seq(slot: &StreamSlot, seq: Option<&str>) -> Result<(), StreamResponse> {
+    if let (Some(incoming), Some(last)) = (seq, slot.metadata.last_stream_seq.as_deref())
+        && incoming <= last
+    {
+        return Err(StreamResponse::error_at(
+            StreamErrorCode::StreamSeqConflict,
+            slot.metadata.tail_offset,
+            format!("stream sequence '{incoming}' is not greater than last sequence '{last}'"),
+        ));
+    }
+    Ok(())
+}
+
+fn duplicate_appended(dup: Duplicate) -> StreamResponse {
+    StreamResponse::Appended {
+        offset: dup.offset,
+        next_offset: dup.next_offset,
+        closed: dup.closed,
+        deduplicated: true,
+        producer: Some(dup.echo),
+    }
+}
+
+impl StreamStateMachine {
+    /// Scope, producer validation, existence and lazy expiry: the common
+    /// prefix of the inline and external paths.
+    fn append_prefix(
+        &mut self,
+        id: &BucketStreamId,
+        producer: Option<&ProducerRequest>,
+        now_ms: u64,
+    ) -> Result<(), StreamResponse> {
+        self.check_scope(id)?;
+        check_producer(producer)?;
+        if !self.registry.contains(id) {
+            return Err(not_found(id));
+        }
+        if self.expire_if_due(id, now_ms) {
+            return Err(not_found(id));
+        }
+        Ok(())
+    }
+
+    /// Appends inline bytes (public `append_borrowed`; `apply(Append)`).
+    pub fn append_borrowed(&mut self, input: AppendStreamInput<'_>) -> StreamResponse {
+        self.append_inline(InlineAppend {
+            stream_id: input.stream_id,
+            content_type: input.content_type,
+            payload: Payload::Borrowed(input.payload),
+            close_after: input.close_after,
+            stream_seq: input.stream_seq,
+            producer: input.producer,
+            now_ms: input.now_ms,
+            record_match: input.record_match,
+        })
+    }
+
+    pub(crate) fn append_inline(&mut self, req: InlineAppend<'_>) -> StreamResponse {
+        match self.try_append_inline(req) {
+            Ok(r) | Err(r) => r,
+        }
+    }
+
+    fn try_append_inline(
+        &mut self,
+        req: InlineAppend<'_>,
+    ) -> Result<StreamResponse, StreamResponse> {
+        let id = &req.stream_id;
+        self.append_prefix(id, req.producer.as_ref(), req.now_ms)?;
+        let slot = self.registry.get(id).ok_or_else(|| not_found(id))?;
+        let payload = req.payload.as_slice();
+        let len = to_u64(payload.len());
+        let tail = slot.metadata.tail_offset;
+        if let Evaluation::Duplicate(dup) = slot.producers.evaluate(req.producer.as_ref())? {
+            if payload.is_empty() {
+                return Ok(StreamResponse::Closed {
+                    next_offset: dup.next_offset,
+                    deduplicated: true,
+                    producer: Some(dup.echo),
+                });
+            }
+            return Ok(duplicate_appended(dup));
+        }
+        check_record_precondition(slot.record_index.as_ref(), req.record_match)
+            .map_err(|e| record_error(e, tail))?;
+        let ends =
+            payload_record_ends(req.content_type, payload).map_err(|e| record_error(e, tail))?;
+        let json_stream = is_json_record_content_type(&slot.metadata.content_type);
+        let pending =
+            prepare_record_append(slot.record_index.as_ref(), json_stream, tail, len, &ends)
+                .map_err(|e| record_error(e, tail))?;
+        self.usage
+            .check_append(&id.bucket_id, len)
+            .map_err(|e| StreamResponse::error(StreamErrorCode::QuotaExceeded, e.to_string()))?;
+        if slot.metadata.status == StreamStatus::Closed {
+            if req.close_after && len == 0 {
+                return Ok(StreamResponse::Closed {
+                    next_offset: tail,
+                    deduplicated: false,
+                    producer: None,
+                });
+            }
+            return Err(stream_closed(id, tail));
+        }
+        if len == 0 && !req.close_after {
+            return Err(StreamResponse::error(
+                StreamErrorCode::EmptyAppend,
+                "payload must be non-empty unless closing",
+            ));
+        }
+        if len > 0 {
+            let Some(ct) = req.content_type else {
+                return Err(StreamResponse::error(
+                    StreamErrorCode::MissingContentType,
+                    "append with a body must include content type",
+                ));
+            };
+            if ct != slot.metadata.content_type {
+                return Err(content_type_mismatch(&slot.metadata.content_type, ct, tail));
+            }
+        }
+        check_stream_seq(slot, req.stream_seq.as_deref())?;
+        let close_after = req.close_after;
+        let producer = req.producer;
+        let bytes = req.payload.into_bytes();
+        Ok(self.commit_inline(
+            id,
+            bytes,
+            &ends,
+            pending,
+            close_after,
+            req.stream_seq,
+            producer,
+            req.now_ms,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn commit_inline(
+        &mut self,
+        id: &BucketStreamId,
+        bytes: Bytes,
+        ends: &[u64],
+        pending: Option<PendingRecordAppend>,
+        close_after: bool,
+        stream_seq: Option<String>,
+        producer: Option<ProducerRequest>,
+        now_ms: u64,
+    ) -> StreamResponse {
+        let len = to_u64(bytes.len());
+        let Some(slot) = self.registry.get_mut(id) else {
+            return not_found(id);
+        };
+        let offset = slot.metadata.tail_offset;
+        let next_offset = offset.saturating_add(len);
+        slot.metadata.tail_offset = next_offset;
+        if stream_seq.is_some() {
+            slot.metadata.last_stream_seq = stream_seq;
+        }
+        renew(&mut slot.metadata, now_ms);
+        if close_after {
+            slot.metadata.status = StreamStatus::Closed;
+        }
+        let closed = slot.metadata.status == StreamStatus::Closed;
+        let range = pending.as_ref().map(PendingRecordAppend::range);
+        if let Some(p) = &producer {
+            let (record_start, record_next) = producer_record_bounds(range);
+            let item = ProducerAppendRecord {
+                start_offset: offset,
+                next_offset,
+                closed,
+                record_start,
+                record_next,
+            };
+            slot.producers.record(p, &item, vec![item.clone()]);
+        }
+        if len == 0 {
+            self.refresh_ttl_entry(id);
+            return StreamResponse::Closed {
+                next_offset,
+                deduplicated: false,
+                producer,
+            };
+        }
+        if let (Some(p), Some(index)) = (pending, slot.record_index.as_mut()) {
+            index.commit_append(p);
+        }
+        let domain = integrity_domain(&slot.metadata.stream_id);
+        slot.integrity
+            .append_inline(domain, offset, next_offset, &bytes);
+        slot.hot.push(offset, bytes);
+        push_message_records(&mut slot.message_records, offset, next_offset, ends);
+        let records = appended_record_count(ends, len);
+        self.hot_bytes = self.hot_bytes.saturating_add(len);
+        self.usage.record_append(&id.bucket_id, len, records);
+        self.refresh_ttl_entry(id);
+        StreamResponse::Appended {
+            offset,
+            next_offset,
+            closed: close_after,
+            deduplicated: false,
+            producer,
+        }
+    }
+
+    /// `AppendExternal` (spec 04 §5).
+    pub(crate) fn append_external(&mut self, req: ExternalAppend) -> StreamResponse {
+        match self.try_append_external(req) {
+            Ok(r) | Err(r) => r,
+        }
+    }
+
+    fn try_append_external(
+        &mut self,
+        req: ExternalAppend,
+    ) -> Result<StreamResponse, StreamResponse> {
+        check_external_ref(&req.payload)?;
+        let id = &req.stream_id;
+        self.append_prefix(id, req.producer.as_ref(), req.now_ms)?;
+        let slot = self.registry.get(id).ok_or_else(|| not_found(id))?;
+        let tail = slot.metadata.tail_offset;
+        let len = req.payload.payload_len;
+        if let Evaluation::Duplicate(dup) = slot.producers.evaluate(req.producer.as_ref())? {
+            return Ok(duplicate_appended(dup));
+        }
+        check_record_precondition(slot.record_index.as_ref(), req.record_match)
+            .map_err(|e| record_error(e, tail))?;
+        let json_stream = is_json_record_content_type(&slot.metadata.content_type);
+        let pending = prepare_record_append(
+            slot.record_index.as_ref(),
+            json_stream,
+            tail,
+            len,
+            &req.record_ends,
+        )
+        .map_err(|e| record_error(e, tail))?;
+        if slot.metadata.status == StreamStatus::Closed {
+            return Err(stream_closed(id, tail));
+        }
+        let Some(ct) = req.content_type.as_deref() else {
+            return Err(StreamResponse::error(
+                StreamErrorCode::MissingContentType,
+                "append with a body must include content type",
+            ));
+        };
+        if ct != slot.metadata.content_type {
+            return Err(content_type_mismatch(&slot.metadata.content_type, ct, tail));
+        }
+        check_stream_seq(slot, req.stream_seq.as_deref())?;
+        let offset = tail;
+        let next_offset = offset.saturating_add(len);
+        self.usage
+            .check_append(&id.bucket_id, len)
+            .map_err(|e| StreamResponse::error(StreamErrorCode::QuotaExceeded, e.to_string()))?;
+
+        let slot = self.registry.get_mut(id).ok_or_else(|| not_found(id))?;
+        slot.metadata.tail_offset = next_offset;
+        if req.stream_seq.is_some() {
+            slot.metadata.last_stream_seq = req.stream_seq;
+        }
+        renew(&mut slot.metadata, req.now_ms);
+        if req.close_after {
+            slot.metadata.status = StreamStatus::Closed;
+        }
+        let closed = slot.metadata.status == StreamStatus::Closed;
+        let range = pending.as_ref().map(PendingRecordAppend::range);
+        if let Some(p) = &req.producer {
+            let (record_start, record_next) = producer_record_bounds(range);
+            let item = ProducerAppendRecord {
+                start_offset: offset,
+                next_offset,
+                closed,
+                record_start,
+                record_next,
+            };
+            slot.producers.record(p, &item, vec![item.clone()]);
+        }
+        if let (Some(p), Some(index)) = (pending, slot.record_index.as_mut()) {
+            index.commit_append(p);
+        }
+        slot.cold.raw_frontier = slot.cold.raw_frontier.max(next_offset);
+        let domain = integrity_domain(&slot.metadata.stream_id);
+        slot.integrity.append_external(
+            domain,
+            offset,
+            next_offset,
+            &req.payload.s3_path,
+            req.payload.object_size,
+        );
+        push_message_records(
+            &mut slot.message_records,
+            offset,
+            next_offset,
+            &req.record_ends,
+        );
+        let bytes = next_offset - offset;
+        let records = appended_record_count(&req.record_ends, bytes);
+        self.usage.record_append(&id.bucket_id, bytes, records);
+        self.refresh_ttl_entry(id);
+        Ok(StreamResponse::Appended {
+            offset,
+            next_offset,
+            closed: req.close_after,
+            deduplicated: false,
+            producer: req.producer,
+        })
+    }
+}

@@ -1,0 +1,275 @@
+//! Cold tier commands and flush planning: `FlushCold`, `CompactCold`,
+//! `plan_cold_flush`, `plan_next_cold_flush_batch` (spec 05 §3–§5).
+
+use strand_model::{BucketStreamId, ColdChunkRef, ColdFlushCandidate, ColdGcTarget};
+
+use crate::hot::{HotBuffer, to_u64};
+use crate::machine::StreamStateMachine;
+use crate::response::{StreamErrorCode, StreamErrorContext, StreamResponse};
+use crate::retention::compact_message_records;
+use crate::scope::not_found;
+
+fn invalid(message: &str) -> StreamResponse {
+    StreamResponse::error(StreamErrorCode::InvalidColdFlush, message)
+}
+
+fn invalid_at(tail: u64, message: &str) -> StreamResponse {
+    StreamResponse::error_at(StreamErrorCode::InvalidColdFlush, tail, message)
+}
+
+fn stale(tail: u64, message: String) -> StreamResponse {
+    StreamResponse::error_with(
+        StreamErrorCode::InvalidColdFlush,
+        Some(tail),
+        vec![StreamErrorContext::StaleColdFlushCandidate],
+        message,
+    )
+}
+
+fn candidate(
+    id: &BucketStreamId,
+    (start, end, payload): (u64, u64, Vec<u8>),
+) -> ColdFlushCandidate {
+    let payload_digest = blake3::hash(&payload).to_hex().to_string();
+    ColdFlushCandidate {
+        stream_id: id.clone(),
+        start_offset: start,
+        end_offset: end,
+        payload,
+        payload_digest,
+    }
+}
+
+/// `collect_from` at `from` as a candidate of stream `id`.
+fn plan_from(
+    id: &BucketStreamId,
+    hot: &HotBuffer,
+    from: u64,
+    min: usize,
+    max: usize,
+) -> Option<ColdFlushCandidate> {
+    hot.collect_from(from, min, max).map(|c| candidate(id, c))
+}
+
+impl StreamStateMachine {
+    pub(crate) fn flush_cold(
+        &mut self,
+        id: &BucketStreamId,
+        chunk: ColdChunkRef,
+    ) -> StreamResponse {
+        if let Err(e) = self.check_scope(id) {
+            return e;
+        }
+        if chunk.s3_path.trim().is_empty() {
+            return invalid("cold chunk path must not be empty");
+        }
+        if chunk.object_size == 0 {
+            return invalid("cold chunk object size must be greater than zero");
+        }
+        let Some(slot) = self.registry.get_mut(id) else {
+            return not_found(id);
+        };
+        let tail = slot.metadata.tail_offset;
+        let (start, end) = (chunk.start_offset, chunk.end_offset);
+        if end <= start {
+            return invalid_at(tail, "cold chunk must cover at least one byte");
+        }
+        let inside = chunk
+            .object_offset
+            .checked_add(end - start)
+            .is_some_and(|e| e <= chunk.object_size);
+        if !inside {
+            return invalid_at(tail, "cold chunk slice lies outside its physical object");
+        }
+        if !chunk.shared_object && chunk.object_offset != 0 {
+            return invalid_at(tail, "exclusive cold chunk must start at object offset 0");
+        }
+        if end > tail {
+            return stale(
+                tail,
+                format!("cold chunk end {end} is beyond stream '{id}' tail {tail}"),
+            );
+        }
+        if slot.hot.internal_start() != start {
+            return stale(tail, "cold chunk must start at the hot prefix".into());
+        }
+        if !slot.hot.covers_prefix(start, end) {
+            return stale(
+                tail,
+                "cold chunk does not cover contiguous hot payload".into(),
+            );
+        }
+        if !chunk.payload_digest.is_empty()
+            && slot.hot.digest_prefix(start, end).as_deref() != Some(chunk.payload_digest.as_str())
+        {
+            return stale(tail, "cold chunk payload is stale".into());
+        }
+        let removed = slot.hot.flush_prefix(end);
+        slot.cold.raw_frontier = end;
+        let retained = slot.retained_offset;
+        compact_message_records(&mut slot.message_records, retained, end);
+        let hot_start = slot.hot.public_start(slot.metadata.tail_offset);
+        let shared_path = chunk.shared_object.then(|| chunk.s3_path.clone());
+        if chunk.shared_object {
+            slot.cold.chunks.push(chunk);
+        }
+        self.hot_bytes = self.hot_bytes.saturating_sub(removed);
+        if let Some(path) = shared_path {
+            self.shared.retain(&path, &id.bucket_id);
+        }
+        StreamResponse::ColdFlushed {
+            hot_start_offset: hot_start,
+        }
+    }
+
+    pub(crate) fn compact_cold(
+        &mut self,
+        id: &BucketStreamId,
+        old_chunks: Vec<ColdChunkRef>,
+        replacement: ColdChunkRef,
+        gc_not_before_ms: u64,
+    ) -> StreamResponse {
+        if let Err(e) = self.check_scope(id) {
+            return e;
+        }
+        let Some(slot) = self.registry.get_mut(id) else {
+            return not_found(id);
+        };
+        let Some(first) = old_chunks.first() else {
+            return invalid("compaction needs at least one input chunk");
+        };
+        if old_chunks.len() == 1 && !first.shared_object {
+            return invalid("compaction needs two raw chunks or one shared chunk");
+        }
+        if replacement.s3_path.trim().is_empty() || replacement.object_size == 0 {
+            return invalid("replacement object is invalid");
+        }
+        let all_shared = old_chunks.iter().all(|c| c.shared_object);
+        let any_shared = old_chunks.iter().any(|c| c.shared_object);
+        if any_shared != all_shared || replacement.shared_object || replacement.object_offset != 0 {
+            return invalid("compaction inputs must be all shared or all raw, into a raw object");
+        }
+        let mut expected = first.start_offset;
+        let mut bytes = 0u64;
+        for c in &old_chunks {
+            if c.start_offset != expected
+                || c.end_offset <= c.start_offset
+                || (!c.shared_object && c.object_size != c.end_offset - c.start_offset)
+            {
+                return invalid("compaction inputs are not contiguous");
+            }
+            expected = c.end_offset;
+            bytes = bytes.saturating_add(c.end_offset - c.start_offset);
+        }
+        if replacement.start_offset != first.start_offset
+            || replacement.end_offset != expected
+            || replacement.object_size != bytes
+        {
+            return invalid("replacement does not match the compacted range");
+        }
+        if all_shared {
+            let before = slot.cold.chunks.len();
+            slot.cold
+                .chunks
+                .retain(|stored| !old_chunks.contains(stored));
+            let removed = before - slot.cold.chunks.len();
+            if removed != old_chunks.len() {
+                // Quirk: the matching chunks stay removed, refs unreleased.
+                return invalid("compaction input no longer matches stream state");
+            }
+        }
+        let (shared, exclusive): (Vec<&ColdChunkRef>, Vec<&ColdChunkRef>) =
+            old_chunks.iter().partition(|c| c.shared_object);
+        let shared_paths: Vec<String> = shared.iter().map(|c| c.s3_path.clone()).collect();
+        let exclusive_paths: Vec<String> = exclusive.iter().map(|c| c.s3_path.clone()).collect();
+        if !exclusive_paths.is_empty() {
+            self.gc.enqueue(
+                id.bucket_id.clone(),
+                ColdGcTarget::Paths(exclusive_paths),
+                gc_not_before_ms,
+            );
+        }
+        self.shared
+            .release(&mut self.gc, &id.bucket_id, &shared_paths, gc_not_before_ms);
+        StreamResponse::ColdCompacted {
+            compacted_chunks: to_u64(old_chunks.len()),
+            compacted_bytes: bytes,
+        }
+    }
+
+    /// Plans the next flush of one stream's hot prefix (read-only).
+    pub fn plan_cold_flush(
+        &self,
+        stream_id: &BucketStreamId,
+        min_hot_bytes: usize,
+        max_flush_bytes: usize,
+    ) -> Result<Option<ColdFlushCandidate>, StreamResponse> {
+        if max_flush_bytes == 0 {
+            return Ok(None);
+        }
+        let slot = self
+            .registry
+            .get(stream_id)
+            .ok_or_else(|| not_found(stream_id))?;
+        let from = slot.hot.public_start(slot.metadata.tail_offset);
+        Ok(plan_from(
+            stream_id,
+            &slot.hot,
+            from,
+            min_hot_bytes,
+            max_flush_bytes,
+        ))
+    }
+
+    /// Previews the next flush candidates across the whole group
+    /// (read-only). Streams are visited in (bucket, stream, affinity) order;
+    /// one pass over the streams, so O(streams + candidates).
+    pub fn plan_next_cold_flush_batch(
+        &self,
+        min_hot_bytes: usize,
+        max_flush_bytes: usize,
+        max_batch_bytes: usize,
+        max_candidates: usize,
+    ) -> Result<Vec<ColdFlushCandidate>, StreamResponse> {
+        let mut candidates = Vec::new();
+        if max_candidates == 0 || max_flush_bytes == 0 || max_batch_bytes == 0 {
+            return Ok(candidates);
+        }
+        let initial = self
+            .registry
+            .slots_in_id_order()
+            .map(|slot| {
+                slot.hot
+                    .remaining_len_from(slot.hot.public_start(slot.metadata.tail_offset))
+            })
+            .fold(0u64, u64::saturating_add);
+        // Group drain rule: below the minimum nothing is planned; at or above
+        // it every candidate only needs one byte.
+        if initial < to_u64(min_hot_bytes) {
+            return Ok(candidates);
+        }
+        let mut batch_bytes = 0usize;
+        'streams: for slot in self.registry.slots_in_id_order() {
+            let mut from = slot.hot.public_start(slot.metadata.tail_offset);
+            while candidates.len() < max_candidates {
+                let Some(c) = plan_from(slot.id(), &slot.hot, from, 1, max_flush_bytes) else {
+                    continue 'streams;
+                };
+                let Some(next) = batch_bytes.checked_add(c.payload.len()) else {
+                    break 'streams;
+                };
+                if !candidates.is_empty() && next > max_batch_bytes {
+                    break 'streams;
+                }
+                from = c.end_offset;
+                batch_bytes = next;
+                candidates.push(c);
+                if batch_bytes >= max_batch_bytes {
+                    break 'streams;
+                }
+            }
+            break;
+        }
+        Ok(candidates)
+    }
+}

@@ -1,0 +1,266 @@
+//! The per-stream hot buffer: payload bytes still held in memory (spec 05
+//! §1). Chunks keep the command's `Bytes` without copying.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use strand_model::HotPayloadSegment;
+
+/// One hot chunk: stream offsets `[start, end)` and exactly `end - start`
+/// bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HotChunk {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) bytes: Bytes,
+}
+
+/// The ordered chunk list of one stream plus its byte count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct HotBuffer {
+    chunks: VecDeque<HotChunk>,
+    len: u64,
+}
+
+/// Lossless `u64` → `usize` on 64-bit targets; saturates elsewhere.
+pub(crate) fn to_usize(value: u64) -> usize {
+    usize::try_from(value).unwrap_or(usize::MAX)
+}
+
+/// `usize` → `u64`, saturating (lossless on every supported target).
+pub(crate) fn to_u64(value: usize) -> u64 {
+    u64::try_from(value).unwrap_or(u64::MAX)
+}
+
+impl HotBuffer {
+    /// Total bytes held.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Number of chunks.
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// The chunks in order.
+    pub(crate) fn chunks(&self) -> impl Iterator<Item = &HotChunk> {
+        self.chunks.iter()
+    }
+
+    /// Appends a chunk starting at `start`; an empty payload is a no-op.
+    pub(crate) fn push(&mut self, start: u64, bytes: Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        let n = to_u64(bytes.len());
+        self.len = self.len.saturating_add(n);
+        self.chunks.push_back(HotChunk {
+            start,
+            end: start.saturating_add(n),
+            bytes,
+        });
+    }
+
+    /// Drops chunks beyond the first `count` (append-transaction rollback).
+    pub(crate) fn truncate(&mut self, count: usize) {
+        while self.chunks.len() > count {
+            if let Some(chunk) = self.chunks.pop_back() {
+                self.len = self.len.saturating_sub(to_u64(chunk.bytes.len()));
+            }
+        }
+    }
+
+    /// The public hot start: the first chunk's start, or `tail` when empty.
+    pub(crate) fn public_start(&self, tail: u64) -> u64 {
+        self.chunks.front().map_or(tail, |c| c.start)
+    }
+
+    /// The internal hot start: the first chunk's start, or 0 when empty.
+    pub(crate) fn internal_start(&self) -> u64 {
+        self.chunks.front().map_or(0, |c| c.start)
+    }
+
+    /// All chunk bytes concatenated in chunk order.
+    pub(crate) fn payload(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(to_usize(self.len));
+        for chunk in &self.chunks {
+            out.extend_from_slice(&chunk.bytes);
+        }
+        out
+    }
+
+    /// One segment per chunk, with positions inside [`HotBuffer::payload`].
+    pub(crate) fn segments(&self) -> Vec<HotPayloadSegment> {
+        let mut at = 0usize;
+        self.chunks
+            .iter()
+            .map(|chunk| {
+                let start = at;
+                at = at.saturating_add(chunk.bytes.len());
+                HotPayloadSegment {
+                    start_offset: chunk.start,
+                    end_offset: chunk.end,
+                    payload_start: start,
+                    payload_end: at,
+                }
+            })
+            .collect()
+    }
+
+    /// Bytes at or after `from`, summed over all chunks.
+    pub(crate) fn remaining_len_from(&self, from: u64) -> u64 {
+        self.chunks
+            .iter()
+            .filter(|c| c.end > from)
+            .map(|c| c.end - c.start.max(from))
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Whether the chunks contiguously cover `[start, end)` from the first
+    /// chunk on.
+    pub(crate) fn covers_prefix(&self, start: u64, end: u64) -> bool {
+        let Some(first) = self.chunks.front() else {
+            return false;
+        };
+        if first.start != start {
+            return false;
+        }
+        let mut covered = start;
+        for chunk in &self.chunks {
+            if chunk.start != covered {
+                return false;
+            }
+            if chunk.end >= end {
+                return true;
+            }
+            covered = chunk.end;
+        }
+        false
+    }
+
+    /// Collects up to `max` contiguous bytes from `from`; `None` when fewer
+    /// than `min` are available. The start of the result is always `from`.
+    pub(crate) fn collect_from(
+        &self,
+        from: u64,
+        min: usize,
+        max: usize,
+    ) -> Option<(u64, u64, Vec<u8>)> {
+        let mut out: Vec<u8> = Vec::new();
+        for chunk in &self.chunks {
+            if chunk.end <= from {
+                continue;
+            }
+            if chunk.start > from.saturating_add(to_u64(out.len())) {
+                break;
+            }
+            if out.len() >= max {
+                break;
+            }
+            let skip = if chunk.start < from {
+                to_usize(from - chunk.start)
+            } else {
+                0
+            };
+            let available = chunk.bytes.len().saturating_sub(skip);
+            let take = available.min(max - out.len());
+            if out.capacity() == 0 {
+                out.reserve(take);
+            }
+            out.extend_from_slice(&chunk.bytes[skip..skip + take]);
+            if take < available {
+                break;
+            }
+        }
+        if out.len() < min {
+            return None;
+        }
+        let end = from.saturating_add(to_u64(out.len()));
+        Some((from, end, out))
+    }
+
+    /// Lowercase hex BLAKE3 of the contiguous hot bytes `[start, end)`, or
+    /// `None` when they are not all held contiguously.
+    pub(crate) fn digest_prefix(&self, start: u64, end: u64) -> Option<String> {
+        let len = to_usize(end.checked_sub(start)?);
+        let (_, got_end, bytes) = self.collect_from(start, len, len)?;
+        if got_end != end {
+            return None;
+        }
+        Some(blake3::hash(&bytes).to_hex().to_string())
+    }
+
+    /// Drops every byte below `end` (only the front chunk is ever trimmed);
+    /// returns how many bytes left the buffer.
+    pub(crate) fn flush_prefix(&mut self, end: u64) -> u64 {
+        let before = self.len;
+        while self.chunks.front().is_some_and(|c| c.end <= end) {
+            if let Some(chunk) = self.chunks.pop_front() {
+                self.len = self.len.saturating_sub(to_u64(chunk.bytes.len()));
+            }
+        }
+        if let Some(first) = self.chunks.front_mut()
+            && first.start < end
+        {
+            let cut = to_usize(end - first.start).min(first.bytes.len());
+            first.bytes = first.bytes.slice(cut..);
+            first.start = end;
+            self.len = self.len.saturating_sub(to_u64(cut));
+        }
+        before - self.len
+    }
+
+    /// Rebuilds a buffer from restored chunks (bytes already sliced).
+    pub(crate) fn from_chunks(chunks: impl IntoIterator<Item = HotChunk>) -> Self {
+        let mut buffer = Self::default();
+        for chunk in chunks {
+            buffer.len = buffer.len.saturating_add(to_u64(chunk.bytes.len()));
+            buffer.chunks.push_back(chunk);
+        }
+        buffer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buffer(parts: &[(u64, &str)]) -> HotBuffer {
+        let mut b = HotBuffer::default();
+        for (start, s) in parts {
+            b.push(*start, Bytes::copy_from_slice(s.as_bytes()));
+        }
+        b
+    }
+
+    #[test]
+    fn collect_stops_at_gaps_and_limits() {
+        let b = buffer(&[(0, "0123456789"), (20, "abcde")]);
+        assert_eq!(b.collect_from(0, 1, 100).map(|c| c.1), Some(10));
+        assert_eq!(b.collect_from(0, 11, 100), None);
+        let (s, e, bytes) = b.collect_from(2, 1, 4).expect("bytes");
+        assert_eq!((s, e, bytes.as_slice()), (2, 6, &b"2345"[..]));
+        assert_eq!(b.remaining_len_from(0), 15);
+        assert_eq!(b.remaining_len_from(5), 10);
+    }
+
+    #[test]
+    fn flush_prefix_trims_front_only() {
+        let mut b = buffer(&[(0, "ab"), (2, "cd"), (4, "ef")]);
+        assert_eq!(b.flush_prefix(3), 3);
+        assert_eq!(b.internal_start(), 3);
+        assert_eq!(b.payload(), b"def");
+        assert_eq!(b.len(), 3);
+        assert!(b.covers_prefix(3, 6));
+        assert!(!b.covers_prefix(3, 7));
+    }
+
+    #[test]
+    fn empty_collect_with_zero_min_is_the_empty_candidate() {
+        let b = HotBuffer::default();
+        assert_eq!(b.collect_from(7, 0, 10), Some((7, 7, Vec::new())));
+        assert_eq!(b.public_start(9), 9);
+        assert_eq!(b.internal_start(), 0);
+    }
+}

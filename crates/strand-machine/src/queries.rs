@@ -1,0 +1,242 @@
+//! Read-only accessors, record-coordinate queries, visible snapshots and
+//! bootstrap plans, group reports (spec 06 §1–§4, §7).
+
+use strand_integrity::StreamIntegritySnapshot;
+use strand_model::{
+    BucketStreamId, ColdChunkRef, ColdGcEntry, HotPayloadSegment, ObjectPayloadRef,
+    ProducerRequest, StreamAttrs, StreamBootstrapPlan, StreamMetadata, StreamRecordRange,
+    StreamStatus, StreamVisibleSnapshot,
+};
+use strand_records::{
+    RecordIndexError, offset_for_record, record_range_for_offsets, record_range_of,
+};
+use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot};
+
+use crate::machine::StreamStateMachine;
+use crate::response::{StreamErrorCode, StreamResponse};
+use crate::scope::not_found;
+
+impl StreamStateMachine {
+    /// The stream's metadata (no expiry check).
+    pub fn head(&self, stream_id: &BucketStreamId) -> Option<&StreamMetadata> {
+        self.registry.get(stream_id).map(|s| &s.metadata)
+    }
+
+    /// The stream's metadata at `now_ms`; an expired stream is removed first
+    /// (this query mutates).
+    pub fn head_at(&mut self, stream_id: &BucketStreamId, now_ms: u64) -> Option<&StreamMetadata> {
+        self.expire_if_due(stream_id, now_ms);
+        self.registry.get(stream_id).map(|s| &s.metadata)
+    }
+
+    /// The stream's attributes, if any.
+    pub fn stream_attrs(&self, stream_id: &BucketStreamId) -> Option<&StreamAttrs> {
+        self.registry.get(stream_id).and_then(|s| s.attrs.as_ref())
+    }
+
+    /// First hot byte offset; the tail when the hot buffer is empty; 0 for a
+    /// missing stream.
+    pub fn hot_start_offset(&self, stream_id: &BucketStreamId) -> u64 {
+        self.registry
+            .get(stream_id)
+            .map_or(0, |s| s.hot.public_start(s.metadata.tail_offset))
+    }
+
+    /// The destructive-retention floor; 0 for a missing stream.
+    pub fn retained_offset(&self, stream_id: &BucketStreamId) -> u64 {
+        self.registry
+            .get(stream_id)
+            .map_or(0, |s| s.retained_offset)
+    }
+
+    /// Stored cold chunks (shared chunks and restored ones).
+    pub fn cold_chunks(&self, stream_id: &BucketStreamId) -> &[ColdChunkRef] {
+        self.registry
+            .get(stream_id)
+            .map_or(&[], |s| s.cold.chunks.as_slice())
+    }
+
+    /// Stored external segments (only ever filled by restore).
+    pub fn external_segments(&self, stream_id: &BucketStreamId) -> &[ObjectPayloadRef] {
+        self.registry
+            .get(stream_id)
+            .map_or(&[], |s| s.cold.external.as_slice())
+    }
+
+    /// One segment per hot chunk.
+    pub fn hot_segments(&self, stream_id: &BucketStreamId) -> Vec<HotPayloadSegment> {
+        self.registry
+            .get(stream_id)
+            .map(|s| s.hot.segments())
+            .unwrap_or_default()
+    }
+
+    /// Bytes held in the stream's hot buffer.
+    pub fn hot_payload_len(&self, stream_id: &BucketStreamId) -> Result<u64, StreamResponse> {
+        self.registry
+            .get(stream_id)
+            .map(|s| s.hot.len())
+            .ok_or_else(|| not_found(stream_id))
+    }
+
+    /// Hot bytes held by every live stream of the group.
+    pub fn total_hot_payload_bytes(&self) -> u64 {
+        self.hot_bytes
+    }
+
+    /// Whether the bucket is active.
+    pub fn bucket_exists(&self, bucket_id: &str) -> bool {
+        self.buckets.contains(bucket_id)
+    }
+
+    /// Per-bucket usage, sorted by bucket id.
+    pub fn bucket_usage_report(&self) -> Vec<BucketUsageSnapshot> {
+        self.usage.usage_report()
+    }
+
+    /// Per-bucket quotas, sorted by bucket id.
+    pub fn bucket_quota_report(&self) -> Vec<BucketQuotaSnapshot> {
+        self.usage.quota_report()
+    }
+
+    /// The first `max` pending cold GC entries, in queue order.
+    pub fn pending_cold_gc_batch(&self, max: usize) -> Vec<ColdGcEntry> {
+        self.gc.batch(max)
+    }
+
+    /// Number of pending cold GC entries.
+    pub fn pending_cold_gc_len(&self) -> usize {
+        self.gc.len()
+    }
+
+    /// Pending entries owned by `bucket_id` or by no bucket (legacy).
+    pub fn pending_cold_gc_len_for_bucket(&self, bucket_id: &str) -> usize {
+        self.gc.len_for_bucket(bucket_id)
+    }
+
+    /// The stream's integrity setsums.
+    pub fn integrity_snapshot(
+        &self,
+        stream_id: &BucketStreamId,
+    ) -> Result<StreamIntegritySnapshot, StreamResponse> {
+        let slot = self
+            .registry
+            .get(stream_id)
+            .ok_or_else(|| not_found(stream_id))?;
+        Ok(slot
+            .integrity
+            .snapshot(slot.retained_offset, slot.metadata.tail_offset))
+    }
+
+    /// The stream's retained record range (JSON streams with coordinates).
+    pub fn record_range(
+        &self,
+        stream_id: &BucketStreamId,
+    ) -> Result<Option<StreamRecordRange>, RecordIndexError> {
+        match self.registry.get(stream_id) {
+            Some(slot) => record_range_of(slot.record_index.as_ref()),
+            None => Ok(None),
+        }
+    }
+
+    /// The start offset of record `record` (the tail for `next_record`).
+    pub fn offset_for_record(
+        &self,
+        stream_id: &BucketStreamId,
+        record: u64,
+    ) -> Result<Option<u64>, RecordIndexError> {
+        match self.registry.get(stream_id) {
+            Some(slot) => offset_for_record(
+                slot.record_index.as_ref(),
+                record,
+                slot.metadata.tail_offset,
+            ),
+            None => Ok(None),
+        }
+    }
+
+    /// The record range of a committed append, from its byte range.
+    pub fn record_range_for_append(
+        &self,
+        stream_id: &BucketStreamId,
+        start_offset: u64,
+        next_offset: u64,
+        producer: Option<&ProducerRequest>,
+    ) -> Result<Option<StreamRecordRange>, RecordIndexError> {
+        let Some(slot) = self.registry.get(stream_id) else {
+            return Ok(None);
+        };
+        if let Some(p) = producer
+            && let Some(items) = slot.producers.last_items(&p.producer_id)
+            && let Some(item) = items
+                .iter()
+                .find(|i| i.start_offset == start_offset && i.next_offset == next_offset)
+            && let (Some(first_record), Some(next_record)) = (item.record_start, item.record_next)
+        {
+            return Ok(Some(StreamRecordRange {
+                first_record,
+                next_record,
+            }));
+        }
+        record_range_for_offsets(
+            slot.record_index.as_ref(),
+            start_offset,
+            next_offset,
+            slot.metadata.tail_offset,
+        )
+    }
+
+    /// The latest visible snapshot, if one was published.
+    pub fn latest_snapshot(
+        &self,
+        stream_id: &BucketStreamId,
+    ) -> Result<Option<StreamVisibleSnapshot>, StreamResponse> {
+        self.registry
+            .get(stream_id)
+            .map(|s| s.visible_snapshot.clone())
+            .ok_or_else(|| not_found(stream_id))
+    }
+
+    /// The visible snapshot at exactly `snapshot_offset`.
+    pub fn read_snapshot(
+        &self,
+        stream_id: &BucketStreamId,
+        snapshot_offset: u64,
+    ) -> Result<StreamVisibleSnapshot, StreamResponse> {
+        match self.latest_snapshot(stream_id)? {
+            Some(s) if s.offset == snapshot_offset => Ok(s),
+            _ => Err(StreamResponse::error(
+                StreamErrorCode::SnapshotNotFound,
+                format!("no visible snapshot at offset {snapshot_offset} for stream '{stream_id}'"),
+            )),
+        }
+    }
+
+    /// What a new reader needs: the visible snapshot and the message
+    /// records after it.
+    pub fn bootstrap_plan(
+        &self,
+        stream_id: &BucketStreamId,
+    ) -> Result<StreamBootstrapPlan, StreamResponse> {
+        let slot = self
+            .registry
+            .get(stream_id)
+            .ok_or_else(|| not_found(stream_id))?;
+        let snapshot = slot.visible_snapshot.clone();
+        let from = snapshot.as_ref().map_or(0, |s| s.offset);
+        let updates = slot
+            .message_records
+            .iter()
+            .filter(|r| r.start_offset >= from)
+            .cloned()
+            .collect();
+        Ok(StreamBootstrapPlan {
+            snapshot,
+            updates,
+            next_offset: slot.metadata.tail_offset,
+            content_type: slot.metadata.content_type.clone(),
+            up_to_date: true,
+            closed: slot.metadata.status == StreamStatus::Closed,
+        })
+    }
+}

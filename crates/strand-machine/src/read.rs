@@ -1,0 +1,240 @@
+//! Read planning and reads (spec 06 §5–§6).
+
+use strand_model::{
+    BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, ObjectPayloadRef, StreamRead,
+    StreamReadColdIndexSegment, StreamReadObjectSegment, StreamReadPlan, StreamReadSegment,
+    StreamStatus,
+};
+
+use crate::hot::{to_u64, to_usize};
+use crate::machine::StreamStateMachine;
+use crate::response::{StreamErrorCode, StreamResponse};
+use crate::scope::not_found;
+use crate::ttl::expired;
+
+/// Cold-index pieces for `[x, y)`, split at page boundaries.
+fn emit_pages(out: &mut Vec<(u64, StreamReadSegment)>, mut x: u64, y: u64) {
+    while x < y {
+        let page = x / COLD_INDEX_PAGE_SPAN_BYTES;
+        let page_end = y.min(
+            page.saturating_add(1)
+                .saturating_mul(COLD_INDEX_PAGE_SPAN_BYTES),
+        );
+        out.push((
+            x,
+            StreamReadSegment::ColdIndex(StreamReadColdIndexSegment {
+                generation: 0,
+                page_id: page,
+                read_start_offset: x,
+                len: to_usize(page_end - x),
+            }),
+        ));
+        x = page_end;
+    }
+}
+
+/// Cold-index pieces for `[a, b)` minus the direct ranges `direct`.
+fn emit_excluding(out: &mut Vec<(u64, StreamReadSegment)>, direct: &[(u64, u64)], a: u64, b: u64) {
+    let mut c = a;
+    for &(xs, xe) in direct {
+        if xe <= c || xs >= b {
+            continue;
+        }
+        emit_pages(out, c, xs.min(b));
+        c = c.max(xe);
+        if c >= b {
+            return;
+        }
+    }
+    emit_pages(out, c, b);
+}
+
+fn segment_len(segment: &StreamReadSegment) -> u64 {
+    match segment {
+        StreamReadSegment::ColdIndex(s) => to_u64(s.len),
+        StreamReadSegment::Object(s) => to_u64(s.len),
+        StreamReadSegment::Hot(bytes) => to_u64(bytes.len()),
+    }
+}
+
+fn object_piece(
+    out: &mut Vec<(u64, StreamReadSegment)>,
+    object: ObjectPayloadRef,
+    offset: u64,
+    end: u64,
+) {
+    let s = object.start_offset.max(offset);
+    let e = object.end_offset.min(end);
+    if s < e {
+        out.push((
+            s,
+            StreamReadSegment::Object(StreamReadObjectSegment {
+                object,
+                read_start_offset: s,
+                len: to_usize(e - s),
+            }),
+        ));
+    }
+}
+
+impl StreamStateMachine {
+    /// `read_plan_at` at time 0.
+    pub fn read_plan(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<StreamReadPlan, StreamResponse> {
+        self.read_plan_at(stream_id, offset, max_len, 0)
+    }
+
+    /// Plans a read of up to `max_len` bytes from `offset`: cold-index,
+    /// object and hot segments in offset order.
+    pub fn read_plan_at(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        now_ms: u64,
+    ) -> Result<StreamReadPlan, StreamResponse> {
+        let slot = self
+            .registry
+            .get(stream_id)
+            .ok_or_else(|| not_found(stream_id))?;
+        if expired(&slot.metadata, now_ms) {
+            return Err(not_found(stream_id));
+        }
+        let tail = slot.metadata.tail_offset;
+        if offset > tail {
+            return Err(StreamResponse::error_at(
+                StreamErrorCode::OffsetOutOfRange,
+                tail,
+                format!("offset {offset} is beyond stream '{stream_id}' tail {tail}"),
+            ));
+        }
+        let retained = slot.retained_offset;
+        if offset < retained {
+            return Err(StreamResponse::error_at(
+                StreamErrorCode::StreamGone,
+                retained,
+                format!(
+                    "offset {offset} of stream '{stream_id}' is below retained offset {retained}"
+                ),
+            ));
+        }
+        let end = tail.min(offset.saturating_add(to_u64(max_len)));
+
+        let mut hot: Vec<(u64, StreamReadSegment)> = Vec::new();
+        for chunk in slot.hot.chunks() {
+            let s = chunk.start.max(offset);
+            let e = chunk.end.min(end);
+            if s < e {
+                let from = to_usize(s - chunk.start);
+                let to = to_usize(e - chunk.start);
+                hot.push((s, StreamReadSegment::Hot(chunk.bytes[from..to].to_vec())));
+            }
+        }
+        let cold_end = end.min(slot.cold.frontier(retained));
+        let mut direct: Vec<(u64, u64)> = slot
+            .cold
+            .chunks
+            .iter()
+            .map(|c| (c.start_offset, c.end_offset))
+            .chain(
+                slot.cold
+                    .external
+                    .iter()
+                    .map(|s| (s.start_offset, s.end_offset)),
+            )
+            .collect();
+        direct.sort_unstable();
+
+        let mut segments: Vec<(u64, StreamReadSegment)> = Vec::new();
+        let mut cursor = offset;
+        for (hs, bytes) in &hot {
+            if cursor >= cold_end {
+                break;
+            }
+            let he = hs.saturating_add(segment_len(bytes));
+            if he <= cursor {
+                continue;
+            }
+            emit_excluding(&mut segments, &direct, cursor, (*hs).min(cold_end));
+            cursor = cursor.max(he);
+        }
+        emit_excluding(&mut segments, &direct, cursor, cold_end);
+        for chunk in &slot.cold.chunks {
+            object_piece(&mut segments, ObjectPayloadRef::from(chunk), offset, end);
+        }
+        for ext in &slot.cold.external {
+            object_piece(&mut segments, ext.clone(), offset, end);
+        }
+        segments.extend(hot);
+        segments.sort_by_key(|(start, _)| *start);
+
+        let mut expected = offset;
+        let mut covered = expected == end;
+        for (start, segment) in &segments {
+            let seg_end = start.saturating_add(segment_len(segment));
+            if seg_end <= expected {
+                continue;
+            }
+            if *start > expected {
+                break;
+            }
+            expected = seg_end;
+            if expected >= end {
+                covered = true;
+                break;
+            }
+        }
+        if !covered {
+            return Err(StreamResponse::error_at(
+                StreamErrorCode::InvalidColdFlush,
+                end,
+                format!("missing payload segment metadata for stream '{stream_id}'"),
+            ));
+        }
+        Ok(StreamReadPlan {
+            offset,
+            next_offset: end,
+            content_type: slot.metadata.content_type.clone(),
+            segments: segments.into_iter().map(|(_, s)| s).collect(),
+            up_to_date: end == tail,
+            closed: slot.metadata.status == StreamStatus::Closed,
+            retained_record_range: None,
+            record_range: None,
+        })
+    }
+
+    /// Reads hot bytes; fails if any part of the range is cold.
+    pub fn read(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<StreamRead, StreamResponse> {
+        let plan = self.read_plan(stream_id, offset, max_len)?;
+        let mut payload = Vec::new();
+        for segment in &plan.segments {
+            match segment {
+                StreamReadSegment::Hot(bytes) => payload.extend_from_slice(bytes),
+                _ => {
+                    return Err(StreamResponse::error_at(
+                        StreamErrorCode::InvalidColdFlush,
+                        plan.next_offset,
+                        "read needs the object payload store",
+                    ));
+                }
+            }
+        }
+        Ok(StreamRead {
+            offset: plan.offset,
+            next_offset: plan.next_offset,
+            content_type: plan.content_type,
+            payload,
+            up_to_date: plan.up_to_date,
+            closed: plan.closed,
+        })
+    }
+}

@@ -1,0 +1,50 @@
+//! One live stream's state (a registry slot).
+
+use strand_integrity::{IntegrityDomain, StreamIntegrity};
+use strand_model::{
+    BucketStreamId, StreamAttrs, StreamMessageRecord, StreamMetadata, StreamVisibleSnapshot,
+};
+use strand_records::StreamRecordIndex;
+
+use crate::cold::ColdState;
+use crate::hot::HotBuffer;
+use crate::producers::Producers;
+
+/// Everything the machine keeps for one stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StreamSlot {
+    pub(crate) metadata: StreamMetadata,
+    pub(crate) attrs: Option<StreamAttrs>,
+    pub(crate) hot: HotBuffer,
+    pub(crate) cold: ColdState,
+    pub(crate) message_records: Vec<StreamMessageRecord>,
+    pub(crate) record_index: Option<StreamRecordIndex>,
+    pub(crate) integrity: StreamIntegrity,
+    pub(crate) retained_offset: u64,
+    pub(crate) visible_snapshot: Option<StreamVisibleSnapshot>,
+    pub(crate) producers: Producers,
+}
+
+impl StreamSlot {
+    /// The stream's id.
+    pub(crate) fn id(&self) -> &BucketStreamId {
+        &self.metadata.stream_id
+    }
+
+    /// Bytes this stream counts against its bucket's `retained_bytes`.
+    pub(crate) fn retained_bytes(&self) -> u64 {
+        self.metadata
+            .tail_offset
+            .saturating_sub(self.retained_offset)
+    }
+
+    /// The effective cold frontier at the current retained offset.
+    pub(crate) fn cold_frontier(&self) -> u64 {
+        self.cold.frontier(self.retained_offset)
+    }
+}
+
+/// The integrity hashing domain of a stream id.
+pub(crate) fn integrity_domain(id: &BucketStreamId) -> IntegrityDomain<'_> {
+    IntegrityDomain::new(&id.bucket_id, id.affinity_key.as_deref(), &id.stream_id)
+}

@@ -1,0 +1,106 @@
+//! The group snapshot wire types (spec 01 §11.3, spec 07 §2).
+//!
+//! Fields are declared in wire order; serde writes them in that order. No
+//! type denies unknown fields, so extra fields of older or newer versions are
+//! ignored on decode.
+
+use serde::{Deserialize, Serialize};
+use strand_integrity::StreamIntegritySnapshot;
+use strand_model::{
+    ColdChunkRef, ColdGcEntry, HotPayloadSegment, ObjectPayloadRef, ProducerSnapshot, StreamAttrs,
+    StreamMessageRecord, StreamMetadata, StreamVisibleSnapshot,
+};
+use strand_records::StreamRecordIndex;
+use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot};
+
+/// The whole state of one group (one state machine), as written by
+/// `snapshot()` and read by `restore()` / `ImportSnapshot` (spec 07 §2.1).
+///
+/// `buckets` and `streams` are required on decode; every other field
+/// defaults to empty / `0` when absent (legacy snapshots, spec 07 §8.1).
+/// The default value has every list empty and `next_cold_gc_seq` 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamSnapshot {
+    /// Active bucket ids. `snapshot()` writes them sorted ascending.
+    pub buckets: Vec<String>,
+    /// Erased (purged) bucket ids, fenced against re-creation.
+    #[serde(default)]
+    pub erased_buckets: Vec<String>,
+    /// One entry per live stream.
+    pub streams: Vec<StreamSnapshotEntry>,
+    /// The cold GC queue, front to back.
+    #[serde(default)]
+    pub pending_cold_gc: Vec<ColdGcEntry>,
+    /// The cold GC queue's next sequence number.
+    #[serde(default)]
+    pub next_cold_gc_seq: u64,
+    /// Owner buckets of shared cold objects.
+    #[serde(default)]
+    pub shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
+    /// The usage ledger. Only the monotonic counters are restored; gauges are
+    /// recomputed from the streams.
+    #[serde(default)]
+    pub bucket_usage: Vec<BucketUsageSnapshot>,
+    /// Stored quota records.
+    #[serde(default)]
+    pub bucket_quotas: Vec<BucketQuotaSnapshot>,
+}
+
+/// The buckets that own one shared cold object (spec 07 §2.2). Both fields
+/// are required on decode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedColdObjectOwnersSnapshot {
+    /// The shared object's path.
+    pub s3_path: String,
+    /// Owner bucket ids. `snapshot()` writes them sorted ascending.
+    pub bucket_ids: Vec<String>,
+}
+
+/// One stream of a [`StreamSnapshot`] (spec 07 §2.3, §3.3).
+///
+/// Absent on decode: `attrs`, `record_index`, `retained_offset` and
+/// `visible_snapshot` give `None`; `cold_frontier_offset` and
+/// `cold_index_generation` give `0`. Every other field is required.
+/// `None` options are written as `null`, never skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamSnapshotEntry {
+    /// The stream's metadata, verbatim.
+    pub metadata: StreamMetadata,
+    /// The stream's attributes. Restore turns an empty value into `None`.
+    #[serde(default)]
+    pub attrs: Option<StreamAttrs>,
+    /// Start offset of the first hot chunk, or the tail when there is none.
+    /// Restore only uses it to synthesize a legacy hot segment.
+    pub hot_start_offset: u64,
+    /// The bytes of all hot chunks, concatenated in chunk order.
+    pub payload: Vec<u8>,
+    /// One segment per hot chunk, mapping stream offsets to `payload`
+    /// positions. Empty with a non-empty payload means "legacy": one segment
+    /// `hot_start_offset..tail` is synthesized.
+    pub hot_segments: Vec<HotPayloadSegment>,
+    /// The effective cold frontier; restore installs it as the raw frontier.
+    #[serde(default)]
+    pub cold_frontier_offset: u64,
+    /// Always written as 0 and ignored on restore.
+    #[serde(default)]
+    pub cold_index_generation: u64,
+    /// Stored cold chunks (in live state only shared ones).
+    pub cold_chunks: Vec<ColdChunkRef>,
+    /// Stored external segments (always empty in reference snapshots).
+    pub external_segments: Vec<ObjectPayloadRef>,
+    /// Message records tiling `[retained, tail)`.
+    pub message_records: Vec<StreamMessageRecord>,
+    /// The JSON record index, if the stream has one.
+    #[serde(default)]
+    pub record_index: Option<StreamRecordIndex>,
+    /// The stream's integrity setsums.
+    pub integrity: StreamIntegritySnapshot,
+    /// The retained offset. `None` is legacy: it is derived from the visible
+    /// snapshot offset, else 0.
+    #[serde(default)]
+    pub retained_offset: Option<u64>,
+    /// The stream's visible snapshot (checkpoint), if any.
+    pub visible_snapshot: Option<StreamVisibleSnapshot>,
+    /// Idempotent producer states, sorted by producer id in output.
+    pub producer_states: Vec<ProducerSnapshot>,
+}

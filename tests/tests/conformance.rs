@@ -1,0 +1,106 @@
+//! Replays every golden trace of `../shared/conformance/traces` (or
+//! `STRAND_CONFORMANCE_DIR`) and compares each step with the recording.
+//!
+//! Ratchet: `tests/conformance-known-failures.txt` lists traces allowed to
+//! fail while the state machine is being completed. An unlisted failure
+//! fails the test, and so does a listed trace that now passes (so the list
+//! only shrinks).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use strand_tests::{load_traces, replay, traces_dir};
+
+fn known_failures() -> BTreeSet<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance-known-failures.txt");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn truncate(s: String) -> String {
+    const MAX: usize = 4000;
+    if s.len() <= MAX {
+        return s;
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &s[..end], s.len())
+}
+
+#[test]
+fn conformance_corpus() {
+    let dir = traces_dir();
+    let traces = match load_traces(&dir) {
+        Ok(t) => t,
+        Err(e) => panic!("conformance corpus unavailable: {e}"),
+    };
+    assert!(!traces.is_empty(), "no traces found in {}", dir.display());
+    let known = known_failures();
+
+    let mut per_profile: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let (mut passed, mut steps_matched, mut steps_total) = (0usize, 0usize, 0usize);
+    let mut unexpected_failures = Vec::new();
+    let mut now_passing = Vec::new();
+    let mut failing = BTreeSet::new();
+    for trace in &traces {
+        let outcome = replay(trace);
+        steps_matched += outcome.matched_steps;
+        steps_total += outcome.total_steps;
+        let entry = per_profile.entry(trace.profile.clone()).or_default();
+        entry.1 += 1;
+        match &outcome.mismatch {
+            None => {
+                passed += 1;
+                entry.0 += 1;
+                if known.contains(&trace.name) {
+                    now_passing.push(trace.name.clone());
+                }
+            }
+            Some(m) => {
+                failing.insert(trace.name.clone());
+                if !known.contains(&trace.name) {
+                    unexpected_failures.push(format!(
+                        "trace {} step {} ({}):\n  expected: {}\n  actual:   {}",
+                        trace.name,
+                        m.step,
+                        m.op,
+                        truncate(m.expected.to_string()),
+                        truncate(m.actual.to_string()),
+                    ));
+                }
+            }
+        }
+    }
+    for (profile, (ok, total)) in &per_profile {
+        println!("  {profile:<14} {ok:>3}/{total}");
+    }
+    if std::env::var_os("STRAND_CONFORMANCE_PRINT_FAILING").is_some() {
+        for name in &failing {
+            println!("failing: {name}");
+        }
+    }
+    for failure in unexpected_failures.iter().take(5) {
+        println!("{failure}");
+    }
+    println!(
+        "conformance: {passed}/{} traces passed, {steps_matched}/{steps_total} steps matched",
+        traces.len()
+    );
+    assert!(
+        unexpected_failures.is_empty(),
+        "{} trace(s) failed that are not in tests/conformance-known-failures.txt",
+        unexpected_failures.len()
+    );
+    assert!(
+        now_passing.is_empty(),
+        "these traces pass now; remove them from tests/conformance-known-failures.txt: {}",
+        now_passing.join(", ")
+    );
+}
