@@ -1,7 +1,7 @@
 //! A first look at strand's model: build stream ids, validate good and bad
 //! ids, and print the JSON shapes strand writes.
 //!
-//! Run with `cargo run --example quickstart -p strand-model`.
+//! Run with `cargo run --example model_tour -p strand-model`.
 
 use strand_model::{
     BucketStreamId, ColdChunkRef, StreamAttrs, normalize_stream_attrs, validate_bucket_id,
