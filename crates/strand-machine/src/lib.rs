@@ -40,4 +40,5 @@ mod ttl;
 
 pub use command::StreamCommand;
 pub use machine::StreamStateMachine;
+pub use persist::{MachineRestorer, SnapshotTail};
 pub use response::{StreamErrorCode, StreamErrorContext, StreamResponse};

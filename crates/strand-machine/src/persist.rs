@@ -1,12 +1,12 @@
 //! `snapshot()`, `restore()` and `ImportSnapshot` (spec 07 §3, §5, §6).
 
 use bytes::Bytes;
-use strand_model::{StreamVisibleSnapshot, normalize_stream_attrs};
+use strand_model::{ColdGcEntry, StreamVisibleSnapshot, normalize_stream_attrs};
 use strand_snapshot::{
     SharedColdObjectOwnersSnapshot, SnapshotValidator, StreamSnapshot, StreamSnapshotEntry,
     StreamSnapshotError,
 };
-use strand_usage::UsageLedger;
+use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot, UsageLedger};
 
 use crate::cold::ColdState;
 use crate::gc::GcQueue;
@@ -41,15 +41,50 @@ fn entry_of(slot: &StreamSlot) -> StreamSnapshotEntry {
 impl StreamStateMachine {
     /// The whole group state in the reference's snapshot layout. Pure.
     pub fn snapshot(&self) -> StreamSnapshot {
-        let mut slots: Vec<&StreamSlot> = self.registry.slots_in_arena_order().collect();
-        // Stable: ties on (bucket, stream) keep arena order, as the reference.
-        slots.sort_by(|a, b| {
-            (&a.id().bucket_id, &a.id().stream_id).cmp(&(&b.id().bucket_id, &b.id().stream_id))
-        });
+        StreamSnapshot {
+            streams: self.snapshot_entries().collect(),
+            ..self.snapshot_without_streams()
+        }
+    }
+
+    /// Builds a machine from a snapshot, validating it first (spec 07 §5).
+    pub fn restore(snapshot: StreamSnapshot) -> Result<Self, StreamSnapshotError> {
+        let StreamSnapshot {
+            buckets,
+            erased_buckets,
+            streams,
+            pending_cold_gc,
+            next_cold_gc_seq,
+            shared_cold_object_owners,
+            bucket_usage,
+            bucket_quotas,
+        } = snapshot;
+        let mut restorer = MachineRestorer::new(buckets, erased_buckets)?;
+        for entry in streams {
+            restorer.push_entry(entry)?;
+        }
+        Ok(restorer.finish(SnapshotTail {
+            pending_cold_gc,
+            next_cold_gc_seq,
+            shared_cold_object_owners,
+            bucket_usage,
+            bucket_quotas,
+        }))
+    }
+
+    /// The snapshot's stream entries, built one at a time in snapshot order
+    /// (for streaming encoders that must not hold them all).
+    pub fn snapshot_entries(&self) -> impl Iterator<Item = StreamSnapshotEntry> + '_ {
+        self.snapshot_slots().into_iter().map(entry_of)
+    }
+
+    /// Everything of [`StreamStateMachine::snapshot`] except the stream
+    /// entries (`streams` is empty).
+    pub fn snapshot_without_streams(&self) -> StreamSnapshot {
         StreamSnapshot {
             buckets: self.buckets.iter().cloned().collect(),
             erased_buckets: self.erased.iter().cloned().collect(),
-            streams: slots.into_iter().map(entry_of).collect(),
+            streams: Vec::new(),
             pending_cold_gc: self.gc.entries().cloned().collect(),
             next_cold_gc_seq: self.gc.next_seq(),
             shared_cold_object_owners: self
@@ -66,83 +101,13 @@ impl StreamStateMachine {
         }
     }
 
-    /// Builds a machine from a snapshot, validating it first (spec 07 §5).
-    pub fn restore(snapshot: StreamSnapshot) -> Result<Self, StreamSnapshotError> {
-        let StreamSnapshot {
-            buckets,
-            erased_buckets,
-            streams,
-            pending_cold_gc,
-            next_cold_gc_seq,
-            shared_cold_object_owners,
-            bucket_usage,
-            bucket_quotas,
-        } = snapshot;
-        let mut validator = SnapshotValidator::new(&buckets, &erased_buckets)?;
-        let mut machine = Self {
-            buckets: buckets.into_iter().collect(),
-            erased: erased_buckets.into_iter().collect(),
-            ..Self::default()
-        };
-        let mut gauges: Vec<(String, u64)> = Vec::with_capacity(streams.len());
-        for entry in streams {
-            let checked = validator.check_entry(&entry)?;
-            let payload = Bytes::from(entry.payload);
-            let hot = HotBuffer::from_chunks(checked.hot_segments.iter().map(|s| HotChunk {
-                start: s.start_offset,
-                end: s.end_offset,
-                bytes: payload.slice(s.payload_start..s.payload_end),
-            }));
-            let mut producers = Producers::default();
-            for state in entry.producer_states {
-                producers.insert_restored(state);
-            }
-            let visible_snapshot = entry.visible_snapshot.map(|v| StreamVisibleSnapshot {
-                digest: checked.visible_digest.clone().unwrap_or(v.digest),
-                ..v
-            });
-            let bucket_id = entry.metadata.stream_id.bucket_id.clone();
-            let shared_paths: Vec<String> = entry
-                .cold_chunks
-                .iter()
-                .filter(|c| c.shared_object)
-                .map(|c| c.s3_path.clone())
-                .collect();
-            let slot = StreamSlot {
-                metadata: entry.metadata,
-                attrs: normalize_stream_attrs(entry.attrs),
-                hot,
-                cold: ColdState {
-                    raw_frontier: entry.cold_frontier_offset,
-                    chunks: entry.cold_chunks,
-                    external: entry.external_segments,
-                },
-                message_records: entry.message_records,
-                record_index: entry.record_index,
-                integrity: checked.integrity,
-                retained_offset: checked.retained_offset,
-                visible_snapshot,
-                producers,
-            };
-            gauges.push((bucket_id.clone(), slot.retained_bytes()));
-            machine.hot_bytes = machine.hot_bytes.saturating_add(slot.hot.len());
-            machine.insert_slot(slot);
-            for path in &shared_paths {
-                machine.shared.retain(path, &bucket_id);
-            }
-        }
-        for owners in &shared_cold_object_owners {
-            machine
-                .shared
-                .merge_owners(&owners.s3_path, &owners.bucket_ids);
-        }
-        machine.gc = GcQueue::restored(pending_cold_gc, next_cold_gc_seq);
-        machine.usage = UsageLedger::restore(
-            gauges.iter().map(|(b, n)| (b.as_str(), *n)),
-            &bucket_usage,
-            &bucket_quotas,
-        );
-        Ok(machine)
+    /// Live slots in snapshot order: (bucket, stream), ties in arena order.
+    fn snapshot_slots(&self) -> Vec<&StreamSlot> {
+        let mut slots: Vec<&StreamSlot> = self.registry.slots_in_arena_order().collect();
+        slots.sort_by(|a, b| {
+            (&a.id().bucket_id, &a.id().stream_id).cmp(&(&b.id().bucket_id, &b.id().stream_id))
+        });
+        slots
     }
 
     /// `ImportSnapshot`: replaces an empty group's state (spec 07 §6).
@@ -168,5 +133,111 @@ impl StreamStateMachine {
                 format!("snapshot import failed validation: {e}"),
             ),
         }
+    }
+}
+
+/// The group-level parts of a snapshot that follow the stream entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnapshotTail {
+    /// The cold GC queue, front to back.
+    pub pending_cold_gc: Vec<ColdGcEntry>,
+    /// The queue's next sequence number.
+    pub next_cold_gc_seq: u64,
+    /// Owner buckets of shared cold objects.
+    pub shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
+    /// Monotonic usage counters per bucket.
+    pub bucket_usage: Vec<BucketUsageSnapshot>,
+    /// Quota records per bucket.
+    pub bucket_quotas: Vec<BucketQuotaSnapshot>,
+}
+
+/// Restores a machine incrementally, one stream entry at a time, with the
+/// same checks in the same order as [`StreamStateMachine::restore`]. Lets a
+/// streaming decoder hold only one entry beyond the machine itself.
+#[derive(Debug)]
+pub struct MachineRestorer {
+    validator: SnapshotValidator,
+    machine: StreamStateMachine,
+    gauges: Vec<(String, u64)>,
+}
+
+impl MachineRestorer {
+    /// Starts a restore with the snapshot's bucket lists (spec 07 §5.1).
+    pub fn new(
+        buckets: Vec<String>,
+        erased_buckets: Vec<String>,
+    ) -> Result<Self, StreamSnapshotError> {
+        let validator = SnapshotValidator::new(&buckets, &erased_buckets)?;
+        Ok(Self {
+            validator,
+            machine: StreamStateMachine {
+                buckets: buckets.into_iter().collect(),
+                erased: erased_buckets.into_iter().collect(),
+                ..StreamStateMachine::default()
+            },
+            gauges: Vec::new(),
+        })
+    }
+
+    /// Checks and installs the next stream entry (spec 07 §5.3).
+    pub fn push_entry(&mut self, entry: StreamSnapshotEntry) -> Result<(), StreamSnapshotError> {
+        let checked = self.validator.check_entry(&entry)?;
+        let payload = Bytes::from(entry.payload);
+        let hot = HotBuffer::from_chunks(checked.hot_segments.iter().map(|s| HotChunk {
+            start: s.start_offset,
+            end: s.end_offset,
+            bytes: payload.slice(s.payload_start..s.payload_end),
+        }));
+        let mut producers = Producers::default();
+        for state in entry.producer_states {
+            producers.insert_restored(state);
+        }
+        let visible_snapshot = entry.visible_snapshot.map(|v| StreamVisibleSnapshot {
+            digest: checked.visible_digest.clone().unwrap_or(v.digest),
+            ..v
+        });
+        let bucket_id = entry.metadata.stream_id.bucket_id.clone();
+        let slot = StreamSlot {
+            metadata: entry.metadata,
+            attrs: normalize_stream_attrs(entry.attrs),
+            hot,
+            cold: ColdState {
+                raw_frontier: entry.cold_frontier_offset,
+                chunks: entry.cold_chunks,
+                external: entry.external_segments,
+            },
+            message_records: entry.message_records,
+            record_index: entry.record_index,
+            integrity: checked.integrity,
+            retained_offset: checked.retained_offset,
+            visible_snapshot,
+            producers,
+        };
+        let m = &mut self.machine;
+        for chunk in slot.cold.chunks.iter().filter(|c| c.shared_object) {
+            m.shared.retain(&chunk.s3_path, &bucket_id);
+        }
+        m.hot_bytes = m.hot_bytes.saturating_add(slot.hot.len());
+        self.gauges.push((bucket_id, slot.retained_bytes()));
+        m.insert_slot(slot);
+        Ok(())
+    }
+
+    /// Installs the group-level parts and returns the machine (spec 07
+    /// §5.4; cannot fail).
+    pub fn finish(self, tail: SnapshotTail) -> StreamStateMachine {
+        let mut machine = self.machine;
+        for owners in &tail.shared_cold_object_owners {
+            machine
+                .shared
+                .merge_owners(&owners.s3_path, &owners.bucket_ids);
+        }
+        machine.gc = GcQueue::restored(tail.pending_cold_gc, tail.next_cold_gc_seq);
+        machine.usage = UsageLedger::restore(
+            self.gauges.iter().map(|(b, n)| (b.as_str(), *n)),
+            &tail.bucket_usage,
+            &tail.bucket_quotas,
+        );
+        machine
     }
 }

@@ -16,7 +16,8 @@
 
 pub use strand_integrity::StreamIntegritySnapshot;
 pub use strand_machine::{
-    StreamCommand, StreamErrorCode, StreamErrorContext, StreamResponse, StreamStateMachine,
+    MachineRestorer, SnapshotTail, StreamCommand, StreamErrorCode, StreamErrorContext,
+    StreamResponse, StreamStateMachine,
 };
 pub use strand_model::{
     AppendStreamInput, BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, ColdChunkRef, ColdChunkRefV1,
