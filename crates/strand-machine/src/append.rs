@@ -102,6 +102,75 @@ pub(crate) fn content_type_mismatch(expected: &str, got: &str, tail: u64) -> Str
     )
 }
 
+/// `MissingContentType` / `ContentTypeMismatch` for a write with a body.
+pub(crate) fn check_content_type(
+    slot: &StreamSlot,
+    content_type: Option<&str>,
+    missing: &str,
+) -> Result<(), StreamResponse> {
+    let Some(ct) = content_type else {
+        return Err(StreamResponse::error(
+            StreamErrorCode::MissingContentType,
+            missing,
+        ));
+    };
+    if ct != slot.metadata.content_type {
+        return Err(content_type_mismatch(
+            &slot.metadata.content_type,
+            ct,
+            slot.metadata.tail_offset,
+        ));
+    }
+    Ok(())
+}
+
+/// Maps an admission-check failure to `QuotaExceeded`.
+pub(crate) fn quota_error(e: strand_usage::QuotaExceeded) -> StreamResponse {
+    StreamResponse::error(StreamErrorCode::QuotaExceeded, e.to_string())
+}
+
+/// The first mutation steps shared by inline and external appends: tail,
+/// stream sequence, TTL renewal, close. Returns whether the stream is now
+/// closed.
+fn advance_tail(
+    slot: &mut StreamSlot,
+    next_offset: u64,
+    stream_seq: Option<String>,
+    close_after: bool,
+    now_ms: u64,
+) -> bool {
+    slot.metadata.tail_offset = next_offset;
+    if stream_seq.is_some() {
+        slot.metadata.last_stream_seq = stream_seq;
+    }
+    renew(&mut slot.metadata, now_ms);
+    if close_after {
+        slot.metadata.status = StreamStatus::Closed;
+    }
+    slot.metadata.status == StreamStatus::Closed
+}
+
+/// Records a producer's single-item write (inline, external or close).
+fn record_single(
+    slot: &mut StreamSlot,
+    producer: Option<&ProducerRequest>,
+    span: (u64, u64),
+    closed: bool,
+    range: Option<strand_model::StreamRecordRange>,
+) {
+    if let Some(p) = producer {
+        let (record_start, record_next) = producer_record_bounds(range);
+        let item = ProducerAppendRecord {
+            start_offset: span.0,
+            next_offset: span.1,
+            closed,
+            record_start,
+            record_next,
+        };
+        slot.producers.record(p, &item, vec![item.clone()]);
+    }
+}
+
 /// The stream-sequence check (spec 04 §2.10).
 pub(crate) fn check_stream_seq(slot: &StreamSlot, seq: Option<&str>) -> Result<(), StreamResponse> {
     if let (Some(incoming), Some(last)) = (seq, slot.metadata.last_stream_seq.as_deref())
@@ -196,7 +265,7 @@ impl StreamStateMachine {
                 .map_err(|e| record_error(e, tail))?;
         self.usage
             .check_append(&id.bucket_id, len)
-            .map_err(|e| StreamResponse::error(StreamErrorCode::QuotaExceeded, e.to_string()))?;
+            .map_err(quota_error)?;
         if slot.metadata.status == StreamStatus::Closed {
             if req.close_after && len == 0 {
                 return Ok(StreamResponse::Closed {
@@ -214,15 +283,11 @@ impl StreamStateMachine {
             ));
         }
         if len > 0 {
-            let Some(ct) = req.content_type else {
-                return Err(StreamResponse::error(
-                    StreamErrorCode::MissingContentType,
-                    "append with a body must include content type",
-                ));
-            };
-            if ct != slot.metadata.content_type {
-                return Err(content_type_mismatch(&slot.metadata.content_type, ct, tail));
-            }
+            check_content_type(
+                slot,
+                req.content_type,
+                "append with a body must include content type",
+            )?;
         }
         check_stream_seq(slot, req.stream_seq.as_deref())?;
         let close_after = req.close_after;
@@ -258,27 +323,15 @@ impl StreamStateMachine {
         };
         let offset = slot.metadata.tail_offset;
         let next_offset = offset.saturating_add(len);
-        slot.metadata.tail_offset = next_offset;
-        if stream_seq.is_some() {
-            slot.metadata.last_stream_seq = stream_seq;
-        }
-        renew(&mut slot.metadata, now_ms);
-        if close_after {
-            slot.metadata.status = StreamStatus::Closed;
-        }
-        let closed = slot.metadata.status == StreamStatus::Closed;
+        let closed = advance_tail(slot, next_offset, stream_seq, close_after, now_ms);
         let range = pending.as_ref().map(PendingRecordAppend::range);
-        if let Some(p) = &producer {
-            let (record_start, record_next) = producer_record_bounds(range);
-            let item = ProducerAppendRecord {
-                start_offset: offset,
-                next_offset,
-                closed,
-                record_start,
-                record_next,
-            };
-            slot.producers.record(p, &item, vec![item.clone()]);
-        }
+        record_single(
+            slot,
+            producer.as_ref(),
+            (offset, next_offset),
+            closed,
+            range,
+        );
         if len == 0 {
             self.refresh_ttl_entry(id);
             return StreamResponse::Closed {
@@ -342,44 +395,34 @@ impl StreamStateMachine {
         if slot.metadata.status == StreamStatus::Closed {
             return Err(stream_closed(id, tail));
         }
-        let Some(ct) = req.content_type.as_deref() else {
-            return Err(StreamResponse::error(
-                StreamErrorCode::MissingContentType,
-                "append with a body must include content type",
-            ));
-        };
-        if ct != slot.metadata.content_type {
-            return Err(content_type_mismatch(&slot.metadata.content_type, ct, tail));
-        }
+        check_content_type(
+            slot,
+            req.content_type.as_deref(),
+            "append with a body must include content type",
+        )?;
         check_stream_seq(slot, req.stream_seq.as_deref())?;
         let offset = tail;
         let next_offset = offset.saturating_add(len);
         self.usage
             .check_append(&id.bucket_id, len)
-            .map_err(|e| StreamResponse::error(StreamErrorCode::QuotaExceeded, e.to_string()))?;
+            .map_err(quota_error)?;
 
         let slot = self.registry.get_mut(id).ok_or_else(|| not_found(id))?;
-        slot.metadata.tail_offset = next_offset;
-        if req.stream_seq.is_some() {
-            slot.metadata.last_stream_seq = req.stream_seq;
-        }
-        renew(&mut slot.metadata, req.now_ms);
-        if req.close_after {
-            slot.metadata.status = StreamStatus::Closed;
-        }
-        let closed = slot.metadata.status == StreamStatus::Closed;
+        let closed = advance_tail(
+            slot,
+            next_offset,
+            req.stream_seq,
+            req.close_after,
+            req.now_ms,
+        );
         let range = pending.as_ref().map(PendingRecordAppend::range);
-        if let Some(p) = &req.producer {
-            let (record_start, record_next) = producer_record_bounds(range);
-            let item = ProducerAppendRecord {
-                start_offset: offset,
-                next_offset,
-                closed,
-                record_start,
-                record_next,
-            };
-            slot.producers.record(p, &item, vec![item.clone()]);
-        }
+        record_single(
+            slot,
+            req.producer.as_ref(),
+            (offset, next_offset),
+            closed,
+            range,
+        );
         if let (Some(p), Some(index)) = (pending, slot.record_index.as_mut()) {
             index.commit_append(p);
         }

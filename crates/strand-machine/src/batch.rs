@@ -11,7 +11,7 @@ use strand_records::{
     prepare_record_append, producer_record_bounds, push_message_records,
 };
 
-use crate::append::{content_type_mismatch, record_error, stream_closed};
+use crate::append::{check_content_type, quota_error, record_error, stream_closed};
 use crate::machine::StreamStateMachine;
 use crate::producers::Evaluation;
 use crate::response::{StreamErrorCode, StreamResponse};
@@ -142,15 +142,8 @@ impl StreamStateMachine {
         if slot.metadata.status == StreamStatus::Closed {
             return Err(stream_closed(id, tail));
         }
-        let Some(ct) = content_type else {
-            return Err(StreamResponse::error(
-                StreamErrorCode::MissingContentType,
-                "batch must include content type",
-            ));
-        };
-        if ct != slot.metadata.content_type {
-            return Err(content_type_mismatch(&slot.metadata.content_type, ct, tail));
-        }
+        check_content_type(slot, content_type, "batch must include content type")?;
+        let ct = slot.metadata.content_type.as_str();
         let slices = payloads.slices();
         if slices.iter().any(|p| p.is_empty()) {
             return Err(StreamResponse::error(
@@ -171,7 +164,7 @@ impl StreamStateMachine {
             batch_item_record_ranges(pending.as_ref().map(PendingRecordAppend::range), &ends);
         self.usage
             .check_append(&id.bucket_id, ends.total_len)
-            .map_err(|e| StreamResponse::error(StreamErrorCode::QuotaExceeded, e.to_string()))?;
+            .map_err(quota_error)?;
         drop(slices);
 
         let slot = self.registry.get_mut(id).ok_or_else(|| not_found(id))?;

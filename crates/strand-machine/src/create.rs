@@ -11,6 +11,7 @@ use strand_records::{
     record_range_of,
 };
 
+use crate::append::quota_error;
 use crate::cold::ColdState;
 use crate::hot::{HotBuffer, to_u64};
 use crate::machine::StreamStateMachine;
@@ -120,7 +121,7 @@ impl StreamStateMachine {
         }
         self.usage
             .check_create(&req.stream_id.bucket_id, len)
-            .map_err(|e| StreamResponse::error(StreamErrorCode::QuotaExceeded, e.to_string()))?;
+            .map_err(quota_error)?;
 
         let metadata = StreamMetadata {
             stream_id: req.stream_id.clone(),

@@ -16,10 +16,7 @@ pub(crate) struct ProducerState {
     last_next_offset: u64,
     last_closed: bool,
     last_items: Vec<ProducerAppendRecord>,
-    receipts: Vec<ProducerReceipt>,
-    /// True while `receipts[i].producer_seq == receipts[0].producer_seq + i`,
-    /// which lets a retry find its receipt by index instead of scanning.
-    consecutive: bool,
+    receipts: ReceiptLog,
 }
 
 /// The replayed outcome of a duplicate request.
@@ -57,23 +54,6 @@ fn seq_conflict(expected: u64, received: u64, message: String) -> StreamResponse
         }],
         message,
     )
-}
-
-impl ProducerState {
-    fn find_receipt(&self, seq: u64) -> Option<&ProducerReceipt> {
-        if self.consecutive {
-            let first = self.receipts.first()?.producer_seq;
-            let i = usize::try_from(seq.checked_sub(first)?).ok()?;
-            return self.receipts.get(i).filter(|r| r.producer_seq == seq);
-        }
-        self.receipts.iter().find(|r| r.producer_seq == seq)
-    }
-
-    fn is_consecutive(receipts: &[ProducerReceipt]) -> bool {
-        receipts
-            .windows(2)
-            .all(|w| w[0].producer_seq.checked_add(1) == Some(w[1].producer_seq))
-    }
 }
 
 impl Producers {
@@ -118,7 +98,7 @@ impl Producers {
             ));
         }
         if p.producer_seq <= state.seq {
-            let Some(receipt) = state.find_receipt(p.producer_seq) else {
+            let Some(receipt) = state.receipts.find(p.producer_seq) else {
                 return Err(seq_conflict(
                     state.seq.saturating_add(1),
                     p.producer_seq,
@@ -162,29 +142,18 @@ impl Producers {
         last: &ProducerAppendRecord,
         items: Vec<ProducerAppendRecord>,
     ) {
-        let receipt = ProducerReceipt {
-            producer_seq: p.producer_seq,
-            start_offset: last.start_offset,
-            next_offset: last.next_offset,
-            closed: last.closed,
-            items: items.clone(),
-        };
         match self.map.get_mut(&p.producer_id) {
             Some(state) if state.epoch == p.producer_epoch => {
                 state.seq = p.producer_seq;
                 state.last_start_offset = last.start_offset;
                 state.last_next_offset = last.next_offset;
                 state.last_closed = last.closed;
+                state.receipts.push(p.producer_seq, last, &items);
                 state.last_items = items;
-                if state.consecutive {
-                    state.consecutive = state
-                        .receipts
-                        .last()
-                        .is_none_or(|r| r.producer_seq.checked_add(1) == Some(p.producer_seq));
-                }
-                state.receipts.push(receipt);
             }
             _ => {
+                let mut receipts = ReceiptLog::default();
+                receipts.push(p.producer_seq, last, &items);
                 self.map.insert(
                     p.producer_id.clone(),
                     ProducerState {
@@ -194,8 +163,7 @@ impl Producers {
                         last_next_offset: last.next_offset,
                         last_closed: last.closed,
                         last_items: items,
-                        receipts: vec![receipt],
-                        consecutive: true,
+                        receipts,
                     },
                 );
             }
@@ -236,7 +204,7 @@ impl Producers {
                 last_next_offset: s.last_next_offset,
                 last_closed: s.last_closed,
                 last_items: s.last_items.clone(),
-                receipts: s.receipts.clone(),
+                receipts: s.receipts.to_vec(),
             })
             .collect()
     }
@@ -258,7 +226,10 @@ impl Producers {
         } else {
             snapshot.receipts
         };
-        let consecutive = ProducerState::is_consecutive(&receipts);
+        let mut log = ReceiptLog::default();
+        for receipt in &receipts {
+            log.push_receipt(receipt);
+        }
         self.map.insert(
             snapshot.producer_id,
             ProducerState {
@@ -268,10 +239,137 @@ impl Producers {
                 last_next_offset: snapshot.last_next_offset,
                 last_closed: snapshot.last_closed,
                 last_items: snapshot.last_items,
-                receipts,
-                consecutive,
+                receipts: log,
             },
         );
         true
+    }
+}
+
+/// One receipt in compact form: a single-item receipt whose item spans the
+/// receipt (the common case) needs no allocation of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReceiptEntry {
+    seq: u64,
+    start: u64,
+    next: u64,
+    record_start: u64,
+    record_next: u64,
+    flags: u8,
+}
+
+const CLOSED: u8 = 1;
+const HAS_RECORD_START: u8 = 2;
+const HAS_RECORD_NEXT: u8 = 4;
+/// The items are not the one standard item; they live in `ReceiptLog::items`.
+const CUSTOM_ITEMS: u8 = 8;
+
+/// A producer's receipts in one epoch. Receipts are never trimmed (spec 04
+/// Q-RECEIPTS), so they are stored compactly, and a retry finds its receipt
+/// by index while sequence numbers are consecutive.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ReceiptLog {
+    entries: Vec<ReceiptEntry>,
+    /// Items of receipts flagged `CUSTOM_ITEMS`, by entry index.
+    items: BTreeMap<usize, Vec<ProducerAppendRecord>>,
+    /// Set once some `entries[i].seq != entries[0].seq + i`; until then a
+    /// retry finds its receipt by index.
+    irregular: bool,
+}
+
+impl ReceiptLog {
+    fn push(&mut self, seq: u64, last: &ProducerAppendRecord, items: &[ProducerAppendRecord]) {
+        let standard = match items {
+            [only] => {
+                only.start_offset == last.start_offset
+                    && only.next_offset == last.next_offset
+                    && only.closed == last.closed
+            }
+            _ => false,
+        };
+        let (record_start, record_next) = match items {
+            [only] if standard => (only.record_start, only.record_next),
+            _ => (None, None),
+        };
+        let mut flags = 0;
+        if last.closed {
+            flags |= CLOSED;
+        }
+        if record_start.is_some() {
+            flags |= HAS_RECORD_START;
+        }
+        if record_next.is_some() {
+            flags |= HAS_RECORD_NEXT;
+        }
+        if !standard {
+            flags |= CUSTOM_ITEMS;
+            self.items.insert(self.entries.len(), items.to_vec());
+        }
+        if let Some(prev) = self.entries.last()
+            && prev.seq.checked_add(1) != Some(seq)
+        {
+            self.irregular = true;
+        }
+        self.entries.push(ReceiptEntry {
+            seq,
+            start: last.start_offset,
+            next: last.next_offset,
+            record_start: record_start.unwrap_or(0),
+            record_next: record_next.unwrap_or(0),
+            flags,
+        });
+    }
+
+    fn push_receipt(&mut self, r: &ProducerReceipt) {
+        let last = ProducerAppendRecord {
+            start_offset: r.start_offset,
+            next_offset: r.next_offset,
+            closed: r.closed,
+            record_start: None,
+            record_next: None,
+        };
+        self.push(r.producer_seq, &last, &r.items);
+    }
+
+    fn expand(&self, index: usize, e: &ReceiptEntry) -> ProducerReceipt {
+        let closed = e.flags & CLOSED != 0;
+        let items = if e.flags & CUSTOM_ITEMS != 0 {
+            self.items.get(&index).cloned().unwrap_or_default()
+        } else {
+            vec![ProducerAppendRecord {
+                start_offset: e.start,
+                next_offset: e.next,
+                closed,
+                record_start: (e.flags & HAS_RECORD_START != 0).then_some(e.record_start),
+                record_next: (e.flags & HAS_RECORD_NEXT != 0).then_some(e.record_next),
+            }]
+        };
+        ProducerReceipt {
+            producer_seq: e.seq,
+            start_offset: e.start,
+            next_offset: e.next,
+            closed,
+            items,
+        }
+    }
+
+    /// The first receipt with this sequence number.
+    fn find(&self, seq: u64) -> Option<ProducerReceipt> {
+        let index = if self.irregular {
+            self.entries.iter().position(|e| e.seq == seq)?
+        } else {
+            let first = self.entries.first()?.seq;
+            let i = usize::try_from(seq.checked_sub(first)?).ok()?;
+            self.entries.get(i).filter(|e| e.seq == seq).map(|_| i)?
+        };
+        self.entries.get(index).map(|e| self.expand(index, e))
+    }
+
+    fn to_vec(&self) -> Vec<ProducerReceipt> {
+        self.entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| self.expand(i, e))
+            .collect()
     }
 }

@@ -31,7 +31,15 @@ impl UsageLedger {
 
     /// The bucket's entry, created with zeros if it has none.
     fn entry(&mut self, bucket_id: &str) -> &mut BucketUsage {
-        self.usage.entry(bucket_id.to_owned()).or_default()
+        // Look up before inserting: the hot path (an existing bucket) must
+        // not allocate a key.
+        if !self.usage.contains_key(bucket_id) {
+            self.usage
+                .insert(bucket_id.to_owned(), BucketUsage::default());
+        }
+        self.usage
+            .get_mut(bucket_id)
+            .expect("entry was just ensured")
     }
 
     /// Accounting event: a stream was created (`Created` answered, inline or
