@@ -255,13 +255,13 @@ impl StreamStateMachine {
             }
             return Ok(duplicate_appended(dup));
         }
-        check_record_precondition(slot.record_index.as_ref(), req.record_match)
+        check_record_precondition(slot.record_index.as_deref(), req.record_match)
             .map_err(|e| record_error(e, tail))?;
         let ends =
             payload_record_ends(req.content_type, payload).map_err(|e| record_error(e, tail))?;
         let json_stream = is_json_record_content_type(&slot.metadata.content_type);
         let pending =
-            prepare_record_append(slot.record_index.as_ref(), json_stream, tail, len, &ends)
+            prepare_record_append(slot.record_index.as_deref(), json_stream, tail, len, &ends)
                 .map_err(|e| record_error(e, tail))?;
         self.usage
             .check_append(&id.bucket_id, len)
@@ -340,7 +340,7 @@ impl StreamStateMachine {
                 producer,
             };
         }
-        if let (Some(p), Some(index)) = (pending, slot.record_index.as_mut()) {
+        if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_append(p);
         }
         let domain = integrity_domain(&slot.metadata.stream_id);
@@ -381,11 +381,11 @@ impl StreamStateMachine {
         if let Evaluation::Duplicate(dup) = slot.producers.evaluate(req.producer.as_ref())? {
             return Ok(duplicate_appended(dup));
         }
-        check_record_precondition(slot.record_index.as_ref(), req.record_match)
+        check_record_precondition(slot.record_index.as_deref(), req.record_match)
             .map_err(|e| record_error(e, tail))?;
         let json_stream = is_json_record_content_type(&slot.metadata.content_type);
         let pending = prepare_record_append(
-            slot.record_index.as_ref(),
+            slot.record_index.as_deref(),
             json_stream,
             tail,
             len,
@@ -423,7 +423,7 @@ impl StreamStateMachine {
             closed,
             range,
         );
-        if let (Some(p), Some(index)) = (pending, slot.record_index.as_mut()) {
+        if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_append(p);
         }
         slot.cold.raw_frontier = slot.cold.raw_frontier.max(next_offset);

@@ -153,7 +153,7 @@ impl StreamStateMachine {
         }
         let ends = batch_record_ends(ct, &slices).map_err(|e| record_error(e, tail))?;
         let pending = prepare_record_append(
-            slot.record_index.as_ref(),
+            slot.record_index.as_deref(),
             is_json_record_content_type(ct),
             tail,
             ends.total_len,
@@ -187,7 +187,7 @@ impl StreamStateMachine {
         if let (Some(p), Some(last)) = (&producer, records.last()) {
             slot.producers.record(p, last, records.clone());
         }
-        if let (Some(p), Some(index)) = (pending, slot.record_index.as_mut()) {
+        if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_append(p);
         }
         let domain = integrity_domain(&slot.metadata.stream_id);

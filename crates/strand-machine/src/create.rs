@@ -104,7 +104,7 @@ impl StreamStateMachine {
                 && m.status == status
                 && m.stream_ttl_seconds == req.stream_ttl_seconds
                 && m.stream_expires_at_ms == req.stream_expires_at_ms
-                && existing.attrs == attrs;
+                && existing.attrs.as_deref() == attrs.as_ref();
             if !same {
                 return Err(StreamResponse::error(
                     StreamErrorCode::StreamAlreadyExistsConflict,
@@ -168,11 +168,11 @@ impl StreamStateMachine {
         let hot_len = hot.len();
         let slot = StreamSlot {
             metadata,
-            attrs,
+            attrs: attrs.map(Box::new),
             hot,
             cold,
             message_records,
-            record_index,
+            record_index: record_index.map(Box::new),
             integrity,
             retained_offset: 0,
             visible_snapshot: None,

@@ -1,6 +1,9 @@
 //! Cold tier commands and flush planning: `FlushCold`, `CompactCold`,
 //! `plan_cold_flush`, `plan_next_cold_flush_batch` (spec 05 §3–§5).
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use strand_model::{BucketStreamId, ColdChunkRef, ColdFlushCandidate, ColdGcTarget};
 
 use crate::hot::{HotBuffer, to_u64};
@@ -8,6 +11,31 @@ use crate::machine::StreamStateMachine;
 use crate::response::{StreamErrorCode, StreamErrorContext, StreamResponse};
 use crate::retention::compact_message_records;
 use crate::scope::not_found;
+use crate::slot::StreamSlot;
+
+/// Orders slots by (bucket, stream, affinity with `None` first): the
+/// reference's order, with its affinity ties broken deterministically.
+struct ById<'a>(&'a StreamSlot);
+
+impl PartialEq for ById<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id() == other.0.id()
+    }
+}
+
+impl Eq for ById<'_> {}
+
+impl PartialOrd for ById<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ById<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.id().cmp(other.0.id())
+    }
+}
 
 fn invalid(message: &str) -> StreamResponse {
     StreamResponse::error(StreamErrorCode::InvalidColdFlush, message)
@@ -111,7 +139,7 @@ impl StreamStateMachine {
         let hot_start = slot.hot.public_start(slot.metadata.tail_offset);
         let shared_path = chunk.shared_object.then(|| chunk.s3_path.clone());
         if chunk.shared_object {
-            slot.cold.chunks.push(chunk);
+            slot.cold.push_chunk(chunk);
         }
         self.hot_bytes = self.hot_bytes.saturating_sub(removed);
         if let Some(path) = shared_path {
@@ -168,11 +196,7 @@ impl StreamStateMachine {
             return invalid("replacement does not match the compacted range");
         }
         if all_shared {
-            let before = slot.cold.chunks.len();
-            slot.cold
-                .chunks
-                .retain(|stored| !old_chunks.contains(stored));
-            let removed = before - slot.cold.chunks.len();
+            let removed = slot.cold.remove_chunks(&old_chunks);
             if removed != old_chunks.len() {
                 // Quirk: the matching chunks stay removed, refs unreleased.
                 return invalid("compaction input no longer matches stream state");
@@ -222,8 +246,11 @@ impl StreamStateMachine {
     }
 
     /// Previews the next flush candidates across the whole group
-    /// (read-only). Streams are visited in (bucket, stream, affinity) order;
-    /// one pass over the streams, so O(streams + candidates).
+    /// (read-only). Streams are visited in (bucket, stream, affinity) order:
+    /// one pass collects the streams with hot bytes into a heap (O(streams)),
+    /// and only the streams actually drained are popped from it, so a call
+    /// costs O(streams + candidates · log streams), never a sort per
+    /// candidate.
     pub fn plan_next_cold_flush_batch(
         &self,
         min_hot_bytes: usize,
@@ -235,21 +262,27 @@ impl StreamStateMachine {
         if max_candidates == 0 || max_flush_bytes == 0 || max_batch_bytes == 0 {
             return Ok(candidates);
         }
-        let initial = self
-            .registry
-            .slots_in_id_order()
-            .map(|slot| {
-                slot.hot
-                    .remaining_len_from(slot.hot.public_start(slot.metadata.tail_offset))
-            })
-            .fold(0u64, u64::saturating_add);
+        // Streams with hot bytes, smallest id first. Heapify is O(n) and only
+        // the streams actually drained are popped.
+        let mut initial = 0u64;
+        let mut hot_streams: Vec<Reverse<ById<'_>>> = Vec::new();
+        for slot in self.registry.slots_in_arena_order() {
+            let remaining = slot
+                .hot
+                .remaining_len_from(slot.hot.public_start(slot.metadata.tail_offset));
+            if remaining > 0 {
+                initial = initial.saturating_add(remaining);
+                hot_streams.push(Reverse(ById(slot)));
+            }
+        }
+        let mut heap = BinaryHeap::from(hot_streams);
         // Group drain rule: below the minimum nothing is planned; at or above
         // it every candidate only needs one byte.
         if initial < to_u64(min_hot_bytes) {
             return Ok(candidates);
         }
         let mut batch_bytes = 0usize;
-        'streams: for slot in self.registry.slots_in_id_order() {
+        'streams: while let Some(Reverse(ById(slot))) = heap.pop() {
             let mut from = slot.hot.public_start(slot.metadata.tail_offset);
             while candidates.len() < max_candidates {
                 let Some(c) = plan_from(slot.id(), &slot.hot, from, 1, max_flush_bytes) else {

@@ -19,21 +19,21 @@ use crate::slot::StreamSlot;
 fn entry_of(slot: &StreamSlot) -> StreamSnapshotEntry {
     StreamSnapshotEntry {
         metadata: slot.metadata.clone(),
-        attrs: slot.attrs.clone(),
+        attrs: slot.attrs.as_deref().cloned(),
         hot_start_offset: slot.hot.public_start(slot.metadata.tail_offset),
         payload: slot.hot.payload(),
         hot_segments: slot.hot.segments(),
         cold_frontier_offset: slot.cold_frontier(),
         cold_index_generation: 0,
-        cold_chunks: slot.cold.chunks.clone(),
-        external_segments: slot.cold.external.clone(),
+        cold_chunks: slot.cold.chunks().to_vec(),
+        external_segments: slot.cold.external().to_vec(),
         message_records: slot.message_records.clone(),
-        record_index: slot.record_index.clone(),
+        record_index: slot.record_index.as_deref().cloned(),
         integrity: slot
             .integrity
             .snapshot(slot.retained_offset, slot.metadata.tail_offset),
         retained_offset: Some(slot.retained_offset),
-        visible_snapshot: slot.visible_snapshot.clone(),
+        visible_snapshot: slot.visible_snapshot.as_deref().cloned(),
         producer_states: slot.producers.snapshot(),
     }
 }
@@ -192,29 +192,31 @@ impl MachineRestorer {
         for state in entry.producer_states {
             producers.insert_restored(state);
         }
-        let visible_snapshot = entry.visible_snapshot.map(|v| StreamVisibleSnapshot {
-            digest: checked.visible_digest.clone().unwrap_or(v.digest),
-            ..v
+        let visible_snapshot = entry.visible_snapshot.map(|v| {
+            Box::new(StreamVisibleSnapshot {
+                digest: checked.visible_digest.clone().unwrap_or(v.digest),
+                ..v
+            })
         });
         let bucket_id = entry.metadata.stream_id.bucket_id.clone();
         let slot = StreamSlot {
             metadata: entry.metadata,
-            attrs: normalize_stream_attrs(entry.attrs),
+            attrs: normalize_stream_attrs(entry.attrs).map(Box::new),
             hot,
-            cold: ColdState {
-                raw_frontier: entry.cold_frontier_offset,
-                chunks: entry.cold_chunks,
-                external: entry.external_segments,
-            },
+            cold: ColdState::restored(
+                entry.cold_frontier_offset,
+                entry.cold_chunks,
+                entry.external_segments,
+            ),
             message_records: entry.message_records,
-            record_index: entry.record_index,
+            record_index: entry.record_index.map(Box::new),
             integrity: checked.integrity,
             retained_offset: checked.retained_offset,
             visible_snapshot,
             producers,
         };
         let m = &mut self.machine;
-        for chunk in slot.cold.chunks.iter().filter(|c| c.shared_object) {
+        for chunk in slot.cold.chunks().iter().filter(|c| c.shared_object) {
             m.shared.retain(&chunk.s3_path, &bucket_id);
         }
         m.hot_bytes = m.hot_bytes.saturating_add(slot.hot.len());

@@ -31,7 +31,9 @@ impl StreamStateMachine {
 
     /// The stream's attributes, if any.
     pub fn stream_attrs(&self, stream_id: &BucketStreamId) -> Option<&StreamAttrs> {
-        self.registry.get(stream_id).and_then(|s| s.attrs.as_ref())
+        self.registry
+            .get(stream_id)
+            .and_then(|s| s.attrs.as_deref())
     }
 
     /// First hot byte offset; the tail when the hot buffer is empty; 0 for a
@@ -53,14 +55,14 @@ impl StreamStateMachine {
     pub fn cold_chunks(&self, stream_id: &BucketStreamId) -> &[ColdChunkRef] {
         self.registry
             .get(stream_id)
-            .map_or(&[], |s| s.cold.chunks.as_slice())
+            .map_or(&[], |s| s.cold.chunks())
     }
 
     /// Stored external segments (only ever filled by restore).
     pub fn external_segments(&self, stream_id: &BucketStreamId) -> &[ObjectPayloadRef] {
         self.registry
             .get(stream_id)
-            .map_or(&[], |s| s.cold.external.as_slice())
+            .map_or(&[], |s| s.cold.external())
     }
 
     /// One segment per hot chunk.
@@ -134,7 +136,7 @@ impl StreamStateMachine {
         stream_id: &BucketStreamId,
     ) -> Result<Option<StreamRecordRange>, RecordIndexError> {
         match self.registry.get(stream_id) {
-            Some(slot) => record_range_of(slot.record_index.as_ref()),
+            Some(slot) => record_range_of(slot.record_index.as_deref()),
             None => Ok(None),
         }
     }
@@ -147,7 +149,7 @@ impl StreamStateMachine {
     ) -> Result<Option<u64>, RecordIndexError> {
         match self.registry.get(stream_id) {
             Some(slot) => offset_for_record(
-                slot.record_index.as_ref(),
+                slot.record_index.as_deref(),
                 record,
                 slot.metadata.tail_offset,
             ),
@@ -179,7 +181,7 @@ impl StreamStateMachine {
             }));
         }
         record_range_for_offsets(
-            slot.record_index.as_ref(),
+            slot.record_index.as_deref(),
             start_offset,
             next_offset,
             slot.metadata.tail_offset,
@@ -193,7 +195,7 @@ impl StreamStateMachine {
     ) -> Result<Option<StreamVisibleSnapshot>, StreamResponse> {
         self.registry
             .get(stream_id)
-            .map(|s| s.visible_snapshot.clone())
+            .map(|s| s.visible_snapshot.as_deref().cloned())
             .ok_or_else(|| not_found(stream_id))
     }
 
@@ -222,7 +224,7 @@ impl StreamStateMachine {
             .registry
             .get(stream_id)
             .ok_or_else(|| not_found(stream_id))?;
-        let snapshot = slot.visible_snapshot.clone();
+        let snapshot = slot.visible_snapshot.as_deref().cloned();
         let from = snapshot.as_ref().map_or(0, |s| s.offset);
         let updates = slot
             .message_records

@@ -137,12 +137,12 @@ impl StreamStateMachine {
         let cold_end = end.min(slot.cold.frontier(retained));
         let mut direct: Vec<(u64, u64)> = slot
             .cold
-            .chunks
+            .chunks()
             .iter()
             .map(|c| (c.start_offset, c.end_offset))
             .chain(
                 slot.cold
-                    .external
+                    .external()
                     .iter()
                     .map(|s| (s.start_offset, s.end_offset)),
             )
@@ -163,10 +163,10 @@ impl StreamStateMachine {
             cursor = cursor.max(he);
         }
         emit_excluding(&mut segments, &direct, cursor, cold_end);
-        for chunk in &slot.cold.chunks {
+        for chunk in slot.cold.chunks() {
             object_piece(&mut segments, ObjectPayloadRef::from(chunk), offset, end);
         }
-        for ext in &slot.cold.external {
+        for ext in slot.cold.external() {
             object_piece(&mut segments, ext.clone(), offset, end);
         }
         segments.extend(hot);

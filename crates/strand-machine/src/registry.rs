@@ -1,9 +1,12 @@
-//! The stream registry: an id index plus a slot arena that reproduces the
-//! reference's slot order (LIFO reuse of freed indices, versions) used by
-//! snapshot ordering and TTL tie-breaks (spec 03 §7.1, 07 §3.2).
+//! The stream registry: a slot arena that reproduces the reference's slot
+//! order (LIFO reuse of freed indices, versions) used by snapshot ordering
+//! and TTL tie-breaks (spec 03 §7.1, 07 §3.2), plus an id index that stores
+//! only slot keys (the id itself lives once, in the slot's metadata).
 
 use std::collections::BTreeMap;
 
+use ahash::RandomState;
+use hashbrown::HashTable;
 use strand_model::BucketStreamId;
 
 use crate::slot::StreamSlot;
@@ -20,6 +23,10 @@ impl SlotKey {
     pub(crate) fn ordinal(self) -> u64 {
         (u64::from(self.version) << 32) | u64::from(self.index)
     }
+
+    fn position(self) -> usize {
+        (self.index as usize).saturating_sub(1)
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -28,68 +35,93 @@ struct ArenaEntry {
     slot: Option<Box<StreamSlot>>,
 }
 
+/// Fixed seeds: the table is never iterated for output, but fixed seeds keep
+/// even its internal layout identical on every replica.
+fn hasher() -> RandomState {
+    RandomState::with_seeds(
+        0x243f_6a88_85a3_08d3,
+        0x1319_8a2e_0370_7344,
+        0xa409_3822_299f_31d0,
+        0x082e_fa98_ec4e_6c89,
+    )
+}
+
 /// Live streams by id, in an arena with the reference's slot order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Registry {
     /// `arena[i]` holds index `i + 1`.
     arena: Vec<ArenaEntry>,
     /// Freed indices, most recent last.
     free: Vec<u32>,
-    /// Every live id, ordered by (bucket, stream, affinity).
-    ids: BTreeMap<BucketStreamId, SlotKey>,
+    /// Keys of live slots, hashed by the slot's id.
+    index: HashTable<SlotKey>,
+    hasher: RandomState,
+    /// Live streams per bucket.
+    per_bucket: BTreeMap<String, usize>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self {
+            arena: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+            hasher: hasher(),
+            per_bucket: BTreeMap::new(),
+        }
+    }
+}
+
+fn slot_at(arena: &[ArenaEntry], key: SlotKey) -> Option<&StreamSlot> {
+    let e = arena.get(key.position())?;
+    if e.version != key.version {
+        return None;
+    }
+    e.slot.as_deref()
 }
 
 impl Registry {
     /// Number of live streams.
     pub(crate) fn len(&self) -> usize {
-        self.ids.len()
+        self.index.len()
     }
 
     /// The key of a live stream.
     pub(crate) fn key(&self, id: &BucketStreamId) -> Option<SlotKey> {
-        self.ids.get(id).copied()
+        let hash = self.hasher.hash_one(id);
+        let arena = &self.arena;
+        self.index
+            .find(hash, |k| slot_at(arena, *k).is_some_and(|s| s.id() == id))
+            .copied()
     }
 
     /// Whether a live stream has this id.
     pub(crate) fn contains(&self, id: &BucketStreamId) -> bool {
-        self.ids.contains_key(id)
-    }
-
-    fn entry(&self, key: SlotKey) -> Option<&StreamSlot> {
-        let i = usize::try_from(key.index).ok()?.checked_sub(1)?;
-        let e = self.arena.get(i)?;
-        if e.version != key.version {
-            return None;
-        }
-        e.slot.as_deref()
-    }
-
-    fn entry_mut(&mut self, key: SlotKey) -> Option<&mut StreamSlot> {
-        let i = usize::try_from(key.index).ok()?.checked_sub(1)?;
-        let e = self.arena.get_mut(i)?;
-        if e.version != key.version {
-            return None;
-        }
-        e.slot.as_deref_mut()
+        self.key(id).is_some()
     }
 
     /// The live stream with this id.
     pub(crate) fn get(&self, id: &BucketStreamId) -> Option<&StreamSlot> {
-        self.entry(self.key(id)?)
+        slot_at(&self.arena, self.key(id)?)
     }
 
     /// The live stream with this id, mutably.
     pub(crate) fn get_mut(&mut self, id: &BucketStreamId) -> Option<&mut StreamSlot> {
         let key = self.key(id)?;
-        self.entry_mut(key)
+        let e = self.arena.get_mut(key.position())?;
+        e.slot.as_deref_mut()
     }
 
     /// Inserts a new stream (its id must not be live); returns its key.
     pub(crate) fn insert(&mut self, slot: StreamSlot) -> SlotKey {
-        let id = slot.id().clone();
+        let hash = self.hasher.hash_one(slot.id());
+        *self
+            .per_bucket
+            .entry(slot.id().bucket_id.clone())
+            .or_insert(0) += 1;
         let key = if let Some(index) = self.free.pop() {
-            let i = (index as usize) - 1;
-            let e = &mut self.arena[i];
+            let key = SlotKey { index, version: 0 };
+            let e = &mut self.arena[key.position()];
             e.version = e.version.wrapping_add(1);
             e.slot = Some(Box::new(slot));
             SlotKey {
@@ -104,18 +136,32 @@ impl Registry {
             });
             SlotKey { index, version: 1 }
         };
-        self.ids.insert(id, key);
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.index.insert_unique(hash, key, |k| {
+            slot_at(arena, *k).map_or(0, |s| hasher.hash_one(s.id()))
+        });
         key
     }
 
     /// Removes a live stream, freeing its arena index.
     pub(crate) fn remove(&mut self, id: &BucketStreamId) -> Option<StreamSlot> {
-        let key = self.ids.remove(id)?;
-        let i = (key.index as usize).checked_sub(1)?;
-        let e = self.arena.get_mut(i)?;
+        let hash = self.hasher.hash_one(id);
+        let arena = &self.arena;
+        let entry = self
+            .index
+            .find_entry(hash, |k| slot_at(arena, *k).is_some_and(|s| s.id() == id))
+            .ok()?;
+        let (key, _) = entry.remove();
+        let e = self.arena.get_mut(key.position())?;
         let slot = e.slot.take()?;
         e.version = e.version.wrapping_add(1);
         self.free.push(key.index);
+        if let Some(count) = self.per_bucket.get_mut(&id.bucket_id) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_bucket.remove(&id.bucket_id);
+            }
+        }
         Some(*slot)
     }
 
@@ -124,27 +170,23 @@ impl Registry {
         self.arena.iter().filter_map(|e| e.slot.as_deref())
     }
 
-    /// Live streams ordered by (bucket, stream, affinity with `None` first).
-    pub(crate) fn slots_in_id_order(&self) -> impl Iterator<Item = &StreamSlot> {
-        self.ids.values().filter_map(|key| self.entry(*key))
-    }
-
-    /// Ids of live streams in `bucket_id`, in id order.
+    /// Ids of live streams in `bucket_id`, ordered by (stream, affinity with
+    /// `None` first).
     pub(crate) fn ids_in_bucket(&self, bucket_id: &str) -> Vec<BucketStreamId> {
-        let from = BucketStreamId::new(bucket_id, "");
-        self.ids
-            .range(from..)
-            .take_while(|(id, _)| id.bucket_id == bucket_id)
-            .map(|(id, _)| id.clone())
-            .collect()
+        if !self.bucket_has_streams(bucket_id) {
+            return Vec::new();
+        }
+        let mut ids: Vec<BucketStreamId> = self
+            .slots_in_arena_order()
+            .filter(|s| s.id().bucket_id == bucket_id)
+            .map(|s| s.id().clone())
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// Whether any live stream belongs to `bucket_id`.
     pub(crate) fn bucket_has_streams(&self, bucket_id: &str) -> bool {
-        let from = BucketStreamId::new(bucket_id, "");
-        self.ids
-            .range(from..)
-            .next()
-            .is_some_and(|(id, _)| id.bucket_id == bucket_id)
+        self.per_bucket.contains_key(bucket_id)
     }
 }

@@ -54,7 +54,7 @@ fn aligned(slot: &StreamSlot, offset: u64, base: u64) -> bool {
 
 /// The stream's record range with errors mapped to `None`.
 fn current_record_range(slot: &StreamSlot) -> Option<StreamRecordRange> {
-    record_range_of(slot.record_index.as_ref()).ok().flatten()
+    record_range_of(slot.record_index.as_deref()).ok().flatten()
 }
 
 impl StreamStateMachine {
@@ -129,12 +129,12 @@ impl StreamStateMachine {
             );
         }
         let record_range = current_record_range(slot);
-        slot.visible_snapshot = Some(StreamVisibleSnapshot {
+        slot.visible_snapshot = Some(Box::new(StreamVisibleSnapshot {
             offset: snapshot_offset,
             content_type,
             payload: payload.to_vec(),
             digest: digest.clone(),
-        });
+        }));
         StreamResponse::SnapshotPublished {
             snapshot_offset,
             snapshot_digest: digest,
@@ -187,7 +187,7 @@ impl StreamStateMachine {
                 format!("retention offset {r} is not on a committed message boundary"),
             );
         }
-        let pending = match prepare_record_retention(slot.record_index.as_ref(), r, tail) {
+        let pending = match prepare_record_retention(slot.record_index.as_deref(), r, tail) {
             Ok(p) => p,
             Err(e) => return record_error(e, tail),
         };
@@ -195,7 +195,7 @@ impl StreamStateMachine {
         let frontier = slot.cold.frontier(r).max(slot.hot.internal_start());
         slot.retained_offset = r;
         compact_message_records(&mut slot.message_records, r, frontier);
-        if let (Some(p), Some(index)) = (pending, slot.record_index.as_mut()) {
+        if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_retain(p);
         }
         slot.integrity.evict_before(r);

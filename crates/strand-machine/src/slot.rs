@@ -14,14 +14,14 @@ use crate::producers::Producers;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StreamSlot {
     pub(crate) metadata: StreamMetadata,
-    pub(crate) attrs: Option<StreamAttrs>,
+    pub(crate) attrs: Option<Box<StreamAttrs>>,
     pub(crate) hot: HotBuffer,
     pub(crate) cold: ColdState,
     pub(crate) message_records: Vec<StreamMessageRecord>,
-    pub(crate) record_index: Option<StreamRecordIndex>,
+    pub(crate) record_index: Option<Box<StreamRecordIndex>>,
     pub(crate) integrity: StreamIntegrity,
     pub(crate) retained_offset: u64,
-    pub(crate) visible_snapshot: Option<StreamVisibleSnapshot>,
+    pub(crate) visible_snapshot: Option<Box<StreamVisibleSnapshot>>,
     pub(crate) producers: Producers,
 }
 

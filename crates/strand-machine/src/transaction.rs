@@ -81,7 +81,7 @@ impl StreamStateMachine {
                 metadata: slot.metadata.clone(),
                 hot_chunks: slot.hot.chunk_count(),
                 message_records: slot.message_records.len(),
-                index: slot.record_index.as_ref().map(|i| i.checkpoint()),
+                index: slot.record_index.as_deref().map(|i| i.checkpoint()),
                 integrity: slot.integrity,
                 producers: BTreeMap::new(),
             });
@@ -131,7 +131,9 @@ impl StreamStateMachine {
                     slot.metadata = u.metadata;
                     slot.hot.truncate(u.hot_chunks);
                     slot.message_records.truncate(u.message_records);
-                    if let (Some(index), Some(checkpoint)) = (slot.record_index.as_mut(), u.index) {
+                    if let (Some(index), Some(checkpoint)) =
+                        (slot.record_index.as_deref_mut(), u.index)
+                    {
                         index.rollback(checkpoint);
                     }
                     slot.integrity = u.integrity;
