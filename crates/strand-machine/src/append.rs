@@ -347,7 +347,7 @@ impl StreamStateMachine {
         slot.integrity
             .append_inline(domain, offset, next_offset, &bytes);
         slot.hot.push(offset, bytes);
-        push_message_records(&mut slot.message_records, offset, next_offset, ends);
+        push_message_records(slot.message_records.vec_mut(), offset, next_offset, ends);
         let records = appended_record_count(ends, len);
         self.hot_bytes = self.hot_bytes.saturating_add(len);
         self.usage.record_append(&id.bucket_id, len, records);
@@ -436,7 +436,7 @@ impl StreamStateMachine {
             req.payload.object_size,
         );
         push_message_records(
-            &mut slot.message_records,
+            slot.message_records.vec_mut(),
             offset,
             next_offset,
             &req.record_ends,

@@ -201,7 +201,7 @@ impl StreamStateMachine {
                 .append_inline(domain, record.start_offset, record.next_offset, &bytes);
             slot.hot.push(record.start_offset, bytes);
             push_message_records(
-                &mut slot.message_records,
+                slot.message_records.vec_mut(),
                 record.start_offset,
                 record.next_offset,
                 item_ends,

@@ -171,7 +171,7 @@ impl StreamStateMachine {
             attrs: attrs.map(Box::new),
             hot,
             cold,
-            message_records,
+            message_records: message_records.into(),
             record_index: record_index.map(Box::new),
             integrity,
             retained_offset: 0,

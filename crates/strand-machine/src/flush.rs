@@ -135,7 +135,7 @@ impl StreamStateMachine {
         let removed = slot.hot.flush_prefix(end);
         slot.cold.raw_frontier = end;
         let retained = slot.retained_offset;
-        compact_message_records(&mut slot.message_records, retained, end);
+        compact_message_records(slot.message_records.vec_mut(), retained, end);
         let hot_start = slot.hot.public_start(slot.metadata.tail_offset);
         let shared_path = chunk.shared_object.then(|| chunk.s3_path.clone());
         if chunk.shared_object {

@@ -19,7 +19,6 @@ pub(crate) struct HotChunk {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct HotBuffer {
     chunks: VecDeque<HotChunk>,
-    len: u64,
 }
 
 /// Lossless `u64` → `usize` on 64-bit targets; saturates elsewhere.
@@ -33,9 +32,12 @@ pub(crate) fn to_u64(value: usize) -> u64 {
 }
 
 impl HotBuffer {
-    /// Total bytes held.
+    /// Total bytes held (summed: an empty stream keeps no counter).
     pub(crate) fn len(&self) -> u64 {
-        self.len
+        self.chunks
+            .iter()
+            .map(|c| to_u64(c.bytes.len()))
+            .fold(0, u64::saturating_add)
     }
 
     /// Number of chunks.
@@ -54,7 +56,6 @@ impl HotBuffer {
             return;
         }
         let n = to_u64(bytes.len());
-        self.len = self.len.saturating_add(n);
         self.chunks.push_back(HotChunk {
             start,
             end: start.saturating_add(n),
@@ -64,11 +65,7 @@ impl HotBuffer {
 
     /// Drops chunks beyond the first `count` (append-transaction rollback).
     pub(crate) fn truncate(&mut self, count: usize) {
-        while self.chunks.len() > count {
-            if let Some(chunk) = self.chunks.pop_back() {
-                self.len = self.len.saturating_sub(to_u64(chunk.bytes.len()));
-            }
-        }
+        self.chunks.truncate(count);
     }
 
     /// The public hot start: the first chunk's start, or `tail` when empty.
@@ -83,7 +80,7 @@ impl HotBuffer {
 
     /// All chunk bytes concatenated in chunk order.
     pub(crate) fn payload(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(to_usize(self.len));
+        let mut out = Vec::with_capacity(to_usize(self.len()));
         for chunk in &self.chunks {
             out.extend_from_slice(&chunk.bytes);
         }
@@ -194,10 +191,10 @@ impl HotBuffer {
     /// Drops every byte below `end` (only the front chunk is ever trimmed);
     /// returns how many bytes left the buffer.
     pub(crate) fn flush_prefix(&mut self, end: u64) -> u64 {
-        let before = self.len;
+        let mut removed = 0u64;
         while self.chunks.front().is_some_and(|c| c.end <= end) {
             if let Some(chunk) = self.chunks.pop_front() {
-                self.len = self.len.saturating_sub(to_u64(chunk.bytes.len()));
+                removed = removed.saturating_add(to_u64(chunk.bytes.len()));
             }
         }
         if let Some(first) = self.chunks.front_mut()
@@ -206,19 +203,16 @@ impl HotBuffer {
             let cut = to_usize(end - first.start).min(first.bytes.len());
             first.bytes = first.bytes.slice(cut..);
             first.start = end;
-            self.len = self.len.saturating_sub(to_u64(cut));
+            removed = removed.saturating_add(to_u64(cut));
         }
-        before - self.len
+        removed
     }
 
     /// Rebuilds a buffer from restored chunks (bytes already sliced).
     pub(crate) fn from_chunks(chunks: impl IntoIterator<Item = HotChunk>) -> Self {
-        let mut buffer = Self::default();
-        for chunk in chunks {
-            buffer.len = buffer.len.saturating_add(to_u64(chunk.bytes.len()));
-            buffer.chunks.push_back(chunk);
+        Self {
+            chunks: chunks.into_iter().collect(),
         }
-        buffer
     }
 }
 

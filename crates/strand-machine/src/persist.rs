@@ -27,7 +27,7 @@ fn entry_of(slot: &StreamSlot) -> StreamSnapshotEntry {
         cold_index_generation: 0,
         cold_chunks: slot.cold.chunks().to_vec(),
         external_segments: slot.cold.external().to_vec(),
-        message_records: slot.message_records.clone(),
+        message_records: slot.message_records.to_vec(),
         record_index: slot.record_index.as_deref().cloned(),
         integrity: slot
             .integrity
@@ -208,7 +208,7 @@ impl MachineRestorer {
                 entry.cold_chunks,
                 entry.external_segments,
             ),
-            message_records: entry.message_records,
+            message_records: entry.message_records.into(),
             record_index: entry.record_index.map(Box::new),
             integrity: checked.integrity,
             retained_offset: checked.retained_offset,

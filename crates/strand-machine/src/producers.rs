@@ -41,7 +41,8 @@ pub(crate) enum Evaluation {
 /// All producers of one stream, by producer id (sorted, as snapshots need).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Producers {
-    map: BTreeMap<String, ProducerState>,
+    /// Boxed: most streams have no producer.
+    map: Option<Box<BTreeMap<String, ProducerState>>>,
 }
 
 fn seq_conflict(expected: u64, received: u64, message: String) -> StreamResponse {
@@ -65,7 +66,7 @@ impl Producers {
         let Some(p) = producer else {
             return Ok(Evaluation::Accept);
         };
-        let Some(state) = self.map.get(&p.producer_id) else {
+        let Some(state) = self.get(&p.producer_id) else {
             if p.producer_seq == 0 {
                 return Ok(Evaluation::Accept);
             }
@@ -142,7 +143,8 @@ impl Producers {
         last: &ProducerAppendRecord,
         items: Vec<ProducerAppendRecord>,
     ) {
-        match self.map.get_mut(&p.producer_id) {
+        let map = self.map.get_or_insert_default();
+        match map.get_mut(&p.producer_id) {
             Some(state) if state.epoch == p.producer_epoch => {
                 state.seq = p.producer_seq;
                 state.last_start_offset = last.start_offset;
@@ -154,7 +156,7 @@ impl Producers {
             _ => {
                 let mut receipts = ReceiptLog::default();
                 receipts.push(p.producer_seq, last, &items);
-                self.map.insert(
+                map.insert(
                     p.producer_id.clone(),
                     ProducerState {
                         epoch: p.producer_epoch,
@@ -172,30 +174,33 @@ impl Producers {
 
     /// One producer's state (for transaction undo).
     pub(crate) fn get(&self, producer_id: &str) -> Option<&ProducerState> {
-        self.map.get(producer_id)
+        self.map.as_ref()?.get(producer_id)
     }
 
     /// Puts a producer's state back (`None` removes it).
     pub(crate) fn put(&mut self, producer_id: String, state: Option<ProducerState>) {
         match state {
             Some(state) => {
-                self.map.insert(producer_id, state);
+                self.map.get_or_insert_default().insert(producer_id, state);
             }
             None => {
-                self.map.remove(&producer_id);
+                if let Some(map) = self.map.as_mut() {
+                    map.remove(&producer_id);
+                }
             }
         }
     }
 
     /// The latest items of a producer (for `record_range_for_append`).
     pub(crate) fn last_items(&self, producer_id: &str) -> Option<&[ProducerAppendRecord]> {
-        self.map.get(producer_id).map(|s| s.last_items.as_slice())
+        self.get(producer_id).map(|s| s.last_items.as_slice())
     }
 
     /// Snapshot form, sorted by producer id.
     pub(crate) fn snapshot(&self) -> Vec<ProducerSnapshot> {
         self.map
             .iter()
+            .flat_map(|m| m.iter())
             .map(|(id, s)| ProducerSnapshot {
                 producer_id: id.clone(),
                 producer_epoch: s.epoch,
@@ -212,7 +217,8 @@ impl Producers {
     /// Inserts a restored producer; returns false if the id was present.
     /// An empty receipt list (legacy) becomes one receipt for the last write.
     pub(crate) fn insert_restored(&mut self, snapshot: ProducerSnapshot) -> bool {
-        if self.map.contains_key(&snapshot.producer_id) {
+        let map = self.map.get_or_insert_default();
+        if map.contains_key(&snapshot.producer_id) {
             return false;
         }
         let receipts = if snapshot.receipts.is_empty() {
@@ -230,7 +236,7 @@ impl Producers {
         for receipt in &receipts {
             log.push_receipt(receipt);
         }
-        self.map.insert(
+        map.insert(
             snapshot.producer_id,
             ProducerState {
                 epoch: snapshot.producer_epoch,

@@ -194,7 +194,7 @@ impl StreamStateMachine {
         // Frontier from the state before compaction, with the new offset.
         let frontier = slot.cold.frontier(r).max(slot.hot.internal_start());
         slot.retained_offset = r;
-        compact_message_records(&mut slot.message_records, r, frontier);
+        compact_message_records(slot.message_records.vec_mut(), r, frontier);
         if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_retain(p);
         }

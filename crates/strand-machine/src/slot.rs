@@ -17,7 +17,7 @@ pub(crate) struct StreamSlot {
     pub(crate) attrs: Option<Box<StreamAttrs>>,
     pub(crate) hot: HotBuffer,
     pub(crate) cold: ColdState,
-    pub(crate) message_records: Vec<StreamMessageRecord>,
+    pub(crate) message_records: BoxedVec<StreamMessageRecord>,
     pub(crate) record_index: Option<Box<StreamRecordIndex>>,
     pub(crate) integrity: StreamIntegrity,
     pub(crate) retained_offset: u64,
@@ -47,4 +47,37 @@ impl StreamSlot {
 /// The integrity hashing domain of a stream id.
 pub(crate) fn integrity_domain(id: &BucketStreamId) -> IntegrityDomain<'_> {
     IntegrityDomain::new(&id.bucket_id, id.affinity_key.as_deref(), &id.stream_id)
+}
+
+/// A vector that costs one pointer while empty (most streams' rare lists,
+/// and an empty stream's message records).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct BoxedVec<T>(Option<Box<Vec<T>>>);
+
+impl<T> BoxedVec<T> {
+    /// The vector, allocated on first use.
+    pub(crate) fn vec_mut(&mut self) -> &mut Vec<T> {
+        self.0.get_or_insert_default()
+    }
+
+    /// Keeps the first `len` elements.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        if let Some(v) = self.0.as_mut() {
+            v.truncate(len);
+        }
+    }
+}
+
+impl<T> From<Vec<T>> for BoxedVec<T> {
+    fn from(v: Vec<T>) -> Self {
+        Self((!v.is_empty()).then(|| Box::new(v)))
+    }
+}
+
+impl<T> std::ops::Deref for BoxedVec<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
 }
