@@ -52,6 +52,8 @@ pub(crate) fn integrity_domain(id: &BucketStreamId) -> IntegrityDomain<'_> {
 /// A vector that costs one pointer while empty (most streams' rare lists,
 /// and an empty stream's message records).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+// One pointer instead of a 24-byte `Vec` in every stream slot.
+#[allow(clippy::box_collection)]
 pub(crate) struct BoxedVec<T>(Option<Box<Vec<T>>>);
 
 impl<T> BoxedVec<T> {
