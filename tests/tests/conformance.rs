@@ -104,3 +104,78 @@ fn conformance_corpus() {
         now_passing.join(", ")
     );
 }
+
+/// Every `snapshot` step's recorded snapshot survives the binary codec
+/// unchanged, and the streaming JSON encoder writes exactly serde JSON.
+#[test]
+fn codec_corpus_round_trip() {
+    use strand::StreamSnapshot;
+    use strand_snapshot::{CollectSink, DecodeLimits, decode_binary, encode_binary, encode_json};
+
+    let dir = traces_dir();
+    let traces = match load_traces(&dir) {
+        Ok(t) => t,
+        Err(e) => panic!("conformance corpus unavailable: {e}"),
+    };
+    let (mut total, mut ok) = (0usize, 0usize);
+    let mut failures = Vec::new();
+    for trace in &traces {
+        for (i, step) in trace.steps.iter().enumerate() {
+            if step.get("op").and_then(|op| op.as_str()) != Some("snapshot") {
+                continue;
+            }
+            total += 1;
+            let Some(value) = step.get("snapshot") else {
+                failures.push(format!("{} step {i}: no `snapshot` field", trace.name));
+                continue;
+            };
+            let snap: StreamSnapshot = match serde_json::from_value(value.clone()) {
+                Ok(s) => s,
+                Err(e) => {
+                    failures.push(format!(
+                        "{} step {i}: not a StreamSnapshot: {e}",
+                        trace.name
+                    ));
+                    continue;
+                }
+            };
+            let mut bin = Vec::new();
+            if let Err(e) = encode_binary(&mut bin, &snap, &snap.streams) {
+                failures.push(format!("{} step {i}: binary encode: {e}", trace.name));
+                continue;
+            }
+            let mut sink = CollectSink::new();
+            if let Err(e) = decode_binary(bin.as_slice(), &mut sink, &DecodeLimits::default()) {
+                failures.push(format!("{} step {i}: binary decode: {e}", trace.name));
+                continue;
+            }
+            if sink.into_snapshot() != snap {
+                failures.push(format!(
+                    "{} step {i}: binary round trip differs",
+                    trace.name
+                ));
+                continue;
+            }
+            let mut json = Vec::new();
+            let encoded = encode_json(&mut json, &snap, &snap.streams);
+            if encoded.is_err() || serde_json::to_vec(&snap).ok() != Some(json) {
+                failures.push(format!(
+                    "{} step {i}: JSON encoder differs from serde_json",
+                    trace.name
+                ));
+                continue;
+            }
+            ok += 1;
+        }
+    }
+    for failure in failures.iter().take(5) {
+        println!("{failure}");
+    }
+    println!("codec: {ok}/{total} corpus snapshots round-tripped");
+    assert!(total > 0, "no snapshot steps in {}", dir.display());
+    assert!(
+        failures.is_empty(),
+        "{} snapshot(s) failed the codec round trip",
+        failures.len()
+    );
+}

@@ -1,6 +1,8 @@
 //! Project chores for strand. `cargo xtask ci` is the one command that says
 //! "green"; `cargo xtask help` lists the others.
 
+mod bench;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -16,6 +18,8 @@ fn main() -> ExitCode {
     let root = workspace_root();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
+        Some("legacy") => step_legacy(&root),
+        Some("bench") => bench::bench(&root),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -35,8 +39,12 @@ fn print_help() {
     println!("cargo xtask <task>");
     println!();
     println!("tasks:");
-    println!("  ci     fmt, clippy, tests (with insta checks), cargo-deny, conformance");
-    println!("  help   this text");
+    println!("  ci       fmt, clippy, tests (with insta checks), cargo-deny, conformance, legacy");
+    println!("  legacy   restore every legacy snapshot fixture (tests/fixtures/legacy) and");
+    println!("           check its outcome against the pinned insta snapshots");
+    println!("  bench    run strand-machine's benches (release) and print one table of");
+    println!("           figures against the issue's targets and reference figures");
+    println!("  help     this text");
 }
 
 fn workspace_root() -> PathBuf {
@@ -71,6 +79,10 @@ fn ci(root: &Path) -> Result<(), String> {
         Step {
             name: "conformance",
             run: step_conformance,
+        },
+        Step {
+            name: "legacy",
+            run: step_legacy,
         },
     ];
     let started = Instant::now();
@@ -232,5 +244,24 @@ fn step_conformance(root: &Path) -> Result<(), String> {
         "--",
         "--nocapture",
     ]);
+    run(cmd)
+}
+
+/// Restores every fixture of `tests/fixtures/legacy/` (spec 07 §8 legacy
+/// shapes and one hand-made snapshot per `StreamSnapshotError` variant) and
+/// checks each outcome against its pinned insta snapshot. `INSTA_UPDATE=no`
+/// makes a mismatch fail instead of writing a `.snap.new`.
+fn step_legacy(root: &Path) -> Result<(), String> {
+    let mut cmd = cargo(root);
+    cmd.args([
+        "test",
+        "--package",
+        "strand-tests",
+        "--test",
+        "legacy",
+        "--",
+        "--nocapture",
+    ]);
+    cmd.env("INSTA_UPDATE", "no");
     run(cmd)
 }

@@ -16,6 +16,7 @@
 mod append;
 mod batch;
 mod buckets;
+mod codec;
 mod cold;
 mod command;
 mod create;
@@ -38,6 +39,7 @@ mod stream_ops;
 mod transaction;
 mod ttl;
 
+pub use codec::{RestoreError, restore_from, restore_from_with_limits, write_snapshot};
 pub use command::StreamCommand;
 pub use machine::StreamStateMachine;
 pub use persist::{MachineRestorer, SnapshotTail};

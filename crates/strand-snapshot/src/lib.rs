@@ -13,6 +13,11 @@
 //! * [`validate_snapshot`]: all of that over a whole snapshot, returning a
 //!   [`SnapshotSummary`].
 //! * [`visible_snapshot_digest`]: the visible-snapshot digest (spec 05 §6.1).
+//! * Codecs (module `codec`, re-exported here): the reference's JSON
+//!   ([`encode_json`], [`decode_json`], byte-identical to serde JSON) and
+//!   strand's framed binary format ([`encode_binary`], [`decode_binary`]
+//!   into a [`SnapshotSink`]), with [`detect_format`]. The binary layout is
+//!   documented in the `codec` module and in `docs/snapshot-format.md`.
 //!
 //! # How restore uses it
 //!
@@ -25,6 +30,7 @@
 //! // steps 16-19: owners, GC queue, usage, quotas (no failure possible)
 //! ```
 
+pub mod codec;
 mod digest;
 mod error;
 mod messages;
@@ -33,6 +39,12 @@ mod summary;
 mod validator;
 mod wire;
 
+pub use codec::{
+    BINARY_FORMAT_VERSION, BINARY_MAGIC, CodecError, CollectSink, DEFAULT_MAX_FRAME_LEN,
+    DecodeError, DecodeLimits, FILE_HEADER_LEN, FRAME_HEADER_LEN, FrameKind, FramePart, FrameRef,
+    SnapshotFormat, SnapshotSink, SniffedReader, decode_binary, decode_json, decode_snapshot,
+    detect_format, encode_binary, encode_json, sniff_format,
+};
 pub use digest::visible_snapshot_digest;
 pub use error::StreamSnapshotError;
 pub use summary::{SnapshotSummary, validate_snapshot};

@@ -72,7 +72,10 @@ pub struct StreamSnapshotEntry {
     /// Start offset of the first hot chunk, or the tail when there is none.
     /// Restore only uses it to synthesize a legacy hot segment.
     pub hot_start_offset: u64,
-    /// The bytes of all hot chunks, concatenated in chunk order.
+    /// The bytes of all hot chunks, concatenated in chunk order. JSON
+    /// writes an array of numbers (the derived `Vec<u8>` shape); binary
+    /// formats write one byte string.
+    #[serde(with = "crate::codec::payload_bytes")]
     pub payload: Vec<u8>,
     /// One segment per hot chunk, mapping stream offsets to `payload`
     /// positions. Empty with a non-empty payload means "legacy": one segment

@@ -19,6 +19,7 @@ pub use strand_machine::{
     MachineRestorer, SnapshotTail, StreamCommand, StreamErrorCode, StreamErrorContext,
     StreamResponse, StreamStateMachine,
 };
+pub use strand_machine::{RestoreError, restore_from, restore_from_with_limits, write_snapshot};
 pub use strand_model::{
     AppendStreamInput, BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, ColdChunkRef, ColdChunkRefV1,
     ColdFlushCandidate, ColdGcEntry, ColdGcTarget, ExternalPayloadRef, ExternalPayloadRefV1,
@@ -34,7 +35,8 @@ pub use strand_records::{
     is_json_record_content_type,
 };
 pub use strand_snapshot::{
-    SharedColdObjectOwnersSnapshot, StreamSnapshot, StreamSnapshotEntry, StreamSnapshotError,
+    CodecError, DecodeError, DecodeLimits, SharedColdObjectOwnersSnapshot, SnapshotFormat,
+    StreamSnapshot, StreamSnapshotEntry, StreamSnapshotError, validate_snapshot,
 };
 pub use strand_usage::{
     BucketQuota, BucketQuotaSnapshot, BucketUsage, BucketUsageSnapshot, COMMITTED_WRITE_UNIT_BYTES,

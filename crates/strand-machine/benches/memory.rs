@@ -1,0 +1,168 @@
+//! Heap and allocation figures, measured with the counting allocator of
+//! `common/alloc.rs`. No timing: the binary only prints `BENCH` lines.
+//!
+//! * `heap_bytes_per_empty_stream`: live heap growth while 100 k streams
+//!   are created with an empty payload, divided by 100 k (and the peak
+//!   above the starting point, per stream: transient growth of maps).
+//! * `allocs_per_inline_append_*`: allocation events (`alloc`,
+//!   `alloc_zeroed`, `realloc`) inside `apply` only, per 100 B inline
+//!   append spread over 100 streams, after a warm-up round. Commands,
+//!   including their `Bytes` payloads, are built outside the counted
+//!   region and responses are dropped outside it.
+//! * `heap_bytes_per_receipt`: one producer makes 200 k accepted appends of
+//!   16 B to one stream; the same 200 k appends are made without a producer
+//!   on a fresh machine; the difference of the two live heap growths,
+//!   divided by 200 k, is what the producer's bookkeeping costs per
+//!   receipt (the payloads, hot chunks and message records are the same on
+//!   both sides and cancel out). Vector capacity slack is included: it is
+//!   heap the machine holds.
+
+mod common;
+
+use bytes::Bytes;
+use common::alloc::{Counting, count_allocations, live_bytes, peak_bytes, reset_peak};
+use common::{
+    JSON, OCTET, append, create_bucket, create_stream, expect_ok, json_payload,
+    machine_with_streams, payload, producer, report, scale, stream_ids,
+};
+use strand_machine::StreamStateMachine;
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn main() {
+    empty_streams();
+    allocations_per_append();
+    receipts();
+}
+
+/// Heap bytes per stream created with an empty payload.
+fn empty_streams() {
+    let count = scale(100_000, 2_000);
+    let ids = stream_ids("memory", "e-", 6, count);
+    let mut machine = StreamStateMachine::new();
+    create_bucket(&mut machine, "memory");
+    // The ids are built beforehand and cloned into each command, so the
+    // growth counts the id strings the machine keeps, not the vector.
+    let before = live_bytes();
+    reset_peak();
+    for id in &ids {
+        let response = machine.apply(create_stream(id.clone(), OCTET));
+        expect_ok(&response, "create stream");
+    }
+    let after = live_bytes();
+    let peak = peak_bytes();
+    let n = count as f64;
+    report(
+        "heap_bytes_per_empty_stream",
+        after.saturating_sub(before) as f64 / n,
+        "bytes",
+    );
+    report(
+        "peak_heap_bytes_per_empty_stream",
+        peak.saturating_sub(before) as f64 / n,
+        "bytes",
+    );
+    drop(machine);
+}
+
+/// Which inline-append shape to count.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// Binary stream, no producer.
+    NoProducer,
+    /// Binary stream, one producer per stream, no retries.
+    Producer,
+    /// JSON stream, 3 records per append, no producer.
+    Json,
+}
+
+/// Allocation events per inline 100 B append, counted inside `apply`.
+fn allocations_per_append() {
+    for (shape, name) in [
+        (Shape::NoProducer, "allocs_per_inline_append_no_producer"),
+        (Shape::Producer, "allocs_per_inline_append_producer"),
+        (Shape::Json, "allocs_per_inline_append_json"),
+    ] {
+        report(name, count_append_allocations(shape), "allocs");
+    }
+}
+
+fn count_append_allocations(shape: Shape) -> f64 {
+    const STREAMS: usize = 100;
+    const WARMUP_ROUNDS: usize = 10;
+    let rounds = scale(1_000, 20);
+    let content_type = if matches!(shape, Shape::Json) {
+        JSON
+    } else {
+        OCTET
+    };
+    let body = if matches!(shape, Shape::Json) {
+        json_payload(100, 3)
+    } else {
+        payload(100, 7)
+    };
+    let ids = stream_ids("alloc", "s-", 3, STREAMS);
+    let mut machine = machine_with_streams("alloc", &ids, content_type);
+    let mut total = 0u64;
+    for round in 0..WARMUP_ROUNDS + rounds {
+        // One producer per stream: its sequence number is the round.
+        let seq = round as u64;
+        for id in &ids {
+            let request = matches!(shape, Shape::Producer).then(|| producer("writer", seq));
+            let command = append(
+                id.clone(),
+                content_type,
+                Bytes::copy_from_slice(&body),
+                request,
+            );
+            let (response, events) = count_allocations(|| machine.apply(command));
+            expect_ok(&response, "append");
+            drop(response);
+            if round >= WARMUP_ROUNDS {
+                total += events;
+            }
+        }
+    }
+    total as f64 / (rounds * STREAMS) as f64
+}
+
+/// Heap bytes per producer receipt.
+fn receipts() {
+    let appends = scale(200_000, 2_000);
+    let with_producer = append_growth(appends, true);
+    let without = append_growth(appends, false);
+    let n = appends as f64;
+    report(
+        "heap_bytes_per_receipt",
+        with_producer.saturating_sub(without) as f64 / n,
+        "bytes",
+    );
+    report(
+        "heap_bytes_per_16b_append_no_producer",
+        without as f64 / n,
+        "bytes",
+    );
+}
+
+/// Live heap growth of `appends` accepted 16 B appends to one fresh stream
+/// (one producer making them, or none).
+fn append_growth(appends: usize, with_producer: bool) -> usize {
+    let ids = stream_ids("receipts", "s-", 1, 1);
+    let mut machine = machine_with_streams("receipts", &ids, OCTET);
+    let body = payload(16, 3);
+    let before = live_bytes();
+    for seq in 0..appends as u64 {
+        let request = with_producer.then(|| producer("writer", seq));
+        let response = machine.apply(append(
+            ids[0].clone(),
+            OCTET,
+            Bytes::copy_from_slice(&body),
+            request,
+        ));
+        expect_ok(&response, "append");
+    }
+    let growth = live_bytes().saturating_sub(before);
+    drop(machine);
+    growth
+}

@@ -1,0 +1,153 @@
+//! Writing a machine to a snapshot codec and restoring one from either
+//! format (the codecs themselves live in `strand-snapshot`).
+
+use std::io::{BufWriter, Read, Write};
+
+use strand_model::ColdGcEntry;
+use strand_snapshot::{
+    CodecError, DecodeError, DecodeLimits, SharedColdObjectOwnersSnapshot, SnapshotFormat,
+    SnapshotSink, StreamSnapshotEntry, StreamSnapshotError, decode_binary, decode_json,
+    encode_binary, encode_json, sniff_format,
+};
+use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot};
+
+use crate::machine::StreamStateMachine;
+use crate::persist::{MachineRestorer, SnapshotTail};
+
+/// Why [`restore_from`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// The input could not be read or decoded (unknown format, damaged or
+    /// truncated binary, invalid JSON).
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The snapshot decoded but failed restore's validation (spec 07 §5).
+    #[error("snapshot failed validation: {0}")]
+    Invalid(#[from] StreamSnapshotError),
+}
+
+/// Writes `machine`'s snapshot in `format`. The JSON bytes are identical to
+/// `serde_json::to_vec(&machine.snapshot())`; the binary format is the
+/// framed one of `strand_snapshot::codec`. Either way the stream entries are
+/// built and written one at a time, so no whole `StreamSnapshot` is held.
+/// Output is buffered internally.
+///
+/// # Errors
+///
+/// [`CodecError`] when the writer fails.
+pub fn write_snapshot<W: Write>(
+    machine: &StreamStateMachine,
+    format: SnapshotFormat,
+    w: W,
+) -> Result<(), CodecError> {
+    let head = machine.snapshot_without_streams();
+    let w = BufWriter::with_capacity(64 << 10, w);
+    match format {
+        SnapshotFormat::Json => encode_json(w, &head, machine.snapshot_entries()),
+        SnapshotFormat::Binary => encode_binary(w, &head, machine.snapshot_entries()),
+    }
+}
+
+/// Restores a machine from a snapshot in either format, detected from its
+/// first bytes, with the default [`DecodeLimits`]. See
+/// [`restore_from_with_limits`].
+///
+/// # Errors
+///
+/// As [`restore_from_with_limits`].
+pub fn restore_from<R: Read>(r: R) -> Result<StreamStateMachine, RestoreError> {
+    restore_from_with_limits(r, &DecodeLimits::default())
+}
+
+/// Restores a machine from a snapshot in either format. A binary snapshot
+/// is streamed through [`MachineRestorer`]: only one stream entry is held
+/// beyond the machine being built. A JSON snapshot is decoded whole, then
+/// restored. Validation is the same as [`StreamStateMachine::restore`], in
+/// the same order.
+///
+/// # Errors
+///
+/// [`RestoreError::Decode`] when the input is not a readable snapshot,
+/// [`RestoreError::Invalid`] when it fails validation.
+pub fn restore_from_with_limits<R: Read>(
+    r: R,
+    limits: &DecodeLimits,
+) -> Result<StreamStateMachine, RestoreError> {
+    let (format, r) = sniff_format(r)?;
+    match format {
+        SnapshotFormat::Json => Ok(StreamStateMachine::restore(decode_json(r)?)?),
+        SnapshotFormat::Binary => {
+            let mut sink = RestoreSink::default();
+            decode_binary(r, &mut sink, limits).map_err(|e| match e {
+                DecodeError::Rejected { source, .. } => RestoreError::Invalid(source),
+                other => RestoreError::Decode(other),
+            })?;
+            Ok(sink.into_machine())
+        }
+    }
+}
+
+/// Feeds a [`MachineRestorer`]. An entry arriving before `begin` is
+/// restored as if `begin` had been called with no buckets (so it fails the
+/// bucket check); the decoder never does that.
+#[derive(Debug, Default)]
+struct RestoreSink {
+    restorer: Option<MachineRestorer>,
+    machine: Option<StreamStateMachine>,
+}
+
+impl RestoreSink {
+    /// The restorer, created with no buckets if `begin` was skipped.
+    fn take_restorer(&mut self) -> Result<MachineRestorer, StreamSnapshotError> {
+        match self.restorer.take() {
+            Some(restorer) => Ok(restorer),
+            None => MachineRestorer::new(Vec::new(), Vec::new()),
+        }
+    }
+
+    fn into_machine(self) -> StreamStateMachine {
+        match (self.machine, self.restorer) {
+            (Some(machine), _) => machine,
+            (None, Some(restorer)) => restorer.finish(SnapshotTail::default()),
+            (None, None) => StreamStateMachine::default(),
+        }
+    }
+}
+
+impl SnapshotSink for RestoreSink {
+    fn begin(
+        &mut self,
+        buckets: Vec<String>,
+        erased_buckets: Vec<String>,
+    ) -> Result<(), StreamSnapshotError> {
+        self.restorer = Some(MachineRestorer::new(buckets, erased_buckets)?);
+        Ok(())
+    }
+
+    fn entry(&mut self, entry: StreamSnapshotEntry) -> Result<(), StreamSnapshotError> {
+        let mut restorer = self.take_restorer()?;
+        let pushed = restorer.push_entry(entry);
+        self.restorer = Some(restorer);
+        pushed
+    }
+
+    fn finish(
+        &mut self,
+        pending_cold_gc: Vec<ColdGcEntry>,
+        next_cold_gc_seq: u64,
+        shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
+        bucket_usage: Vec<BucketUsageSnapshot>,
+        bucket_quotas: Vec<BucketQuotaSnapshot>,
+    ) -> Result<(), StreamSnapshotError> {
+        let restorer = self.take_restorer()?;
+        self.machine = Some(restorer.finish(SnapshotTail {
+            pending_cold_gc,
+            next_cold_gc_seq,
+            shared_cold_object_owners,
+            bucket_usage,
+            bucket_quotas,
+        }));
+        Ok(())
+    }
+}

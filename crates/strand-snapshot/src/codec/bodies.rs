@@ -1,0 +1,90 @@
+//! The MessagePack bodies of the group-level frames. Field names are the
+//! `StreamSnapshot` field names, with the same legacy defaults as JSON.
+
+use serde::{Deserialize, Serialize};
+use strand_model::ColdGcEntry;
+use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot};
+
+use crate::wire::SharedColdObjectOwnersSnapshot;
+
+/// Frame 0, written.
+#[derive(Serialize)]
+pub(crate) struct BucketsOut<'a> {
+    pub(crate) buckets: &'a [String],
+    pub(crate) erased_buckets: &'a [String],
+}
+
+/// Frame 0, read: `buckets` is required, like in JSON.
+#[derive(Deserialize)]
+pub(crate) struct BucketsIn {
+    pub(crate) buckets: Vec<String>,
+    #[serde(default)]
+    pub(crate) erased_buckets: Vec<String>,
+}
+
+/// The GC queue frame, written.
+#[derive(Serialize)]
+pub(crate) struct GcOut<'a> {
+    pub(crate) pending_cold_gc: &'a [ColdGcEntry],
+    pub(crate) next_cold_gc_seq: u64,
+}
+
+/// The GC queue frame, read.
+#[derive(Deserialize)]
+pub(crate) struct GcIn {
+    #[serde(default)]
+    pub(crate) pending_cold_gc: Vec<ColdGcEntry>,
+    #[serde(default)]
+    pub(crate) next_cold_gc_seq: u64,
+}
+
+/// The shared-owners frame, written.
+#[derive(Serialize)]
+pub(crate) struct OwnersOut<'a> {
+    pub(crate) shared_cold_object_owners: &'a [SharedColdObjectOwnersSnapshot],
+}
+
+/// The shared-owners frame, read.
+#[derive(Deserialize)]
+pub(crate) struct OwnersIn {
+    #[serde(default)]
+    pub(crate) shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
+}
+
+/// The usage frame, written.
+#[derive(Serialize)]
+pub(crate) struct UsageOut<'a> {
+    pub(crate) bucket_usage: &'a [BucketUsageSnapshot],
+}
+
+/// The usage frame, read.
+#[derive(Deserialize)]
+pub(crate) struct UsageIn {
+    #[serde(default)]
+    pub(crate) bucket_usage: Vec<BucketUsageSnapshot>,
+}
+
+/// The quotas frame, written.
+#[derive(Serialize)]
+pub(crate) struct QuotasOut<'a> {
+    pub(crate) bucket_quotas: &'a [BucketQuotaSnapshot],
+}
+
+/// The quotas frame, read.
+#[derive(Deserialize)]
+pub(crate) struct QuotasIn {
+    #[serde(default)]
+    pub(crate) bucket_quotas: Vec<BucketQuotaSnapshot>,
+}
+
+/// The footer frame (both ways; every field required).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Footer {
+    /// Number of frames before the footer.
+    pub(crate) frames: u64,
+    /// Number of stream frames.
+    pub(crate) streams: u64,
+    /// CRC-64/XZ over the little-endian CRCs of all frames before the
+    /// footer, in order.
+    pub(crate) checksum: u64,
+}
