@@ -110,7 +110,9 @@ fn conformance_corpus() {
 #[test]
 fn codec_corpus_round_trip() {
     use strand::StreamSnapshot;
-    use strand_snapshot::{CollectSink, DecodeLimits, decode_binary, encode_binary, encode_json};
+    use strand_snapshot::{
+        CollectSink, DecodeLimits, decode_binary, decode_json_slice, encode_binary, encode_json,
+    };
 
     let dir = traces_dir();
     let traces = match load_traces(&dir) {
@@ -158,9 +160,16 @@ fn codec_corpus_round_trip() {
             }
             let mut json = Vec::new();
             let encoded = encode_json(&mut json, &snap, &snap.streams);
-            if encoded.is_err() || serde_json::to_vec(&snap).ok() != Some(json) {
+            if encoded.is_err() || serde_json::to_vec(&snap).ok().as_ref() != Some(&json) {
                 failures.push(format!(
                     "{} step {i}: JSON encoder differs from serde_json",
+                    trace.name
+                ));
+                continue;
+            }
+            if decode_json_slice(&json).ok().as_ref() != Some(&snap) {
+                failures.push(format!(
+                    "{} step {i}: JSON decoder differs from serde_json",
                     trace.name
                 ));
                 continue;

@@ -2,9 +2,12 @@
 //! each, written by 3 producers per stream (8 appends of 256 B, producers
 //! taking turns, so 3, 3 and 2 appends and receipts each).
 //!
-//! * `snapshot_encode_json`: `snapshot()` + `serde_json::to_vec`.
-//! * `snapshot_decode_restore_json`: `serde_json::from_slice::<StreamSnapshot>`
-//!   + `StreamStateMachine::restore`.
+//! * `snapshot_encode_json`: `write_snapshot(.., SnapshotFormat::Json, ..)`
+//!   (the reference's JSON bytes, streamed entry by entry).
+//! * `snapshot_decode_restore_json`: `restore_from` of that JSON.
+//! * `snapshot_encode_serde_json` / `snapshot_decode_restore_serde_json`: the
+//!   same through plain `serde_json` and `snapshot()` / `restore()`, for
+//!   comparison.
 //!
 //! * `snapshot_encode_binary`: `write_snapshot(.., SnapshotFormat::Binary, ..)`
 //!   into a `Vec<u8>`.
@@ -56,6 +59,12 @@ fn encode(machine: &StreamStateMachine) -> Vec<u8> {
     serde_json::to_vec(&machine.snapshot()).expect("snapshot encodes")
 }
 
+fn encode_json_codec(machine: &StreamStateMachine) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_snapshot(machine, SnapshotFormat::Json, &mut out).expect("snapshot encodes");
+    out
+}
+
 fn encode_binary(machine: &StreamStateMachine) -> Vec<u8> {
     let mut out = Vec::new();
     write_snapshot(machine, SnapshotFormat::Binary, &mut out).expect("snapshot encodes");
@@ -74,20 +83,39 @@ fn main() {
         encode(&from_binary) == json,
         "binary round trip changes the snapshot"
     );
+    assert!(
+        encode_json_codec(&from_binary) == json,
+        "the JSON codec differs from serde_json"
+    );
     drop((machine, json, binary, from_binary));
     divan::main();
 }
 
-/// `snapshot()` + `serde_json::to_vec`.
+/// `write_snapshot` in the JSON format (the reference's bytes), into a
+/// `Vec<u8>`.
 #[divan::bench(sample_count = 20, sample_size = 1)]
 fn snapshot_encode_json(bencher: Bencher) {
+    let machine = fixture();
+    bencher.bench_local(|| encode_json_codec(&machine));
+}
+
+/// `restore_from` of a JSON snapshot.
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn snapshot_decode_restore_json(bencher: Bencher) {
+    let json = encode(&fixture());
+    bencher.bench_local(|| restore_from(json.as_slice()).expect("snapshot restores"));
+}
+
+/// `snapshot()` + plain `serde_json::to_vec` (no codec fast paths).
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn snapshot_encode_serde_json(bencher: Bencher) {
     let machine = fixture();
     bencher.bench_local(|| encode(&machine));
 }
 
-/// `serde_json::from_slice::<StreamSnapshot>` + `StreamStateMachine::restore`.
-#[divan::bench(sample_count = 20, sample_size = 1)]
-fn snapshot_decode_restore_json(bencher: Bencher) {
+/// Plain `serde_json::from_slice::<StreamSnapshot>` + `restore`.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn snapshot_decode_restore_serde_json(bencher: Bencher) {
     let json = encode(&fixture());
     bencher.bench_local(|| {
         let snapshot: StreamSnapshot = serde_json::from_slice(&json).expect("snapshot decodes");

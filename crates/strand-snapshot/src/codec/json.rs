@@ -1,20 +1,83 @@
-//! The reference's JSON encoding, written field by field.
+//! The reference's JSON encoding, written field by field, and its decoder.
+//!
+//! Both directions are byte-for-byte serde_json's for [`StreamSnapshot`];
+//! they only take a faster path for the byte vectors (hot payloads and
+//! visible-snapshot payloads), which dominate large snapshots.
 
 use std::borrow::Borrow;
 use std::io::{Read, Write};
 
 use serde::Serialize;
+use strand_model::StreamVisibleSnapshot;
 
+use super::byte_array::write_byte_array;
 use super::error::{CodecError, DecodeError};
 use crate::wire::{StreamSnapshot, StreamSnapshotEntry};
 
-fn field<W: Write, T: Serialize + ?Sized>(
-    w: &mut W,
+fn field<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
     key: &[u8],
     value: &T,
 ) -> Result<(), CodecError> {
-    w.write_all(key)?;
-    serde_json::to_writer(&mut *w, value)?;
+    out.extend_from_slice(key);
+    serde_json::to_writer(&mut *out, value)?;
+    Ok(())
+}
+
+/// One entry as serde_json writes it, with the payloads written directly.
+fn write_entry(out: &mut Vec<u8>, entry: &StreamSnapshotEntry) -> Result<(), CodecError> {
+    // Destructured so that a new entry field fails to compile here; keys are
+    // written in declaration order, like the derived impl.
+    let StreamSnapshotEntry {
+        metadata,
+        attrs,
+        hot_start_offset,
+        payload,
+        hot_segments,
+        cold_frontier_offset,
+        cold_index_generation,
+        cold_chunks,
+        external_segments,
+        message_records,
+        record_index,
+        integrity,
+        retained_offset,
+        visible_snapshot,
+        producer_states,
+    } = entry;
+    field(out, b"{\"metadata\":", metadata)?;
+    field(out, b",\"attrs\":", attrs)?;
+    field(out, b",\"hot_start_offset\":", hot_start_offset)?;
+    out.extend_from_slice(b",\"payload\":");
+    write_byte_array(out, payload);
+    field(out, b",\"hot_segments\":", hot_segments)?;
+    field(out, b",\"cold_frontier_offset\":", cold_frontier_offset)?;
+    field(out, b",\"cold_index_generation\":", cold_index_generation)?;
+    field(out, b",\"cold_chunks\":", cold_chunks)?;
+    field(out, b",\"external_segments\":", external_segments)?;
+    field(out, b",\"message_records\":", message_records)?;
+    field(out, b",\"record_index\":", record_index)?;
+    field(out, b",\"integrity\":", integrity)?;
+    field(out, b",\"retained_offset\":", retained_offset)?;
+    out.extend_from_slice(b",\"visible_snapshot\":");
+    match visible_snapshot {
+        None => out.extend_from_slice(b"null"),
+        Some(StreamVisibleSnapshot {
+            offset,
+            content_type,
+            payload,
+            digest,
+        }) => {
+            field(out, b"{\"offset\":", offset)?;
+            field(out, b",\"content_type\":", content_type)?;
+            out.extend_from_slice(b",\"payload\":");
+            write_byte_array(out, payload);
+            field(out, b",\"digest\":", digest)?;
+            out.push(b'}');
+        }
+    }
+    field(out, b",\"producer_states\":", producer_states)?;
+    out.push(b'}');
     Ok(())
 }
 
@@ -24,7 +87,7 @@ fn field<W: Write, T: Serialize + ?Sized>(
 ///
 /// Group-level fields come from `head` (its `streams` are ignored); the
 /// entries are serialized one at a time as they are produced. The writer is
-/// flushed at the end; wrap an unbuffered writer in a `BufWriter`.
+/// flushed at the end.
 ///
 /// # Errors
 ///
@@ -35,8 +98,6 @@ where
     I: IntoIterator,
     I::Item: Borrow<StreamSnapshotEntry>,
 {
-    // Destructured so that a new snapshot field fails to compile here; the
-    // keys are written in declaration order, like the derived impl.
     let StreamSnapshot {
         buckets,
         erased_buckets,
@@ -47,28 +108,52 @@ where
         bucket_usage,
         bucket_quotas,
     } = head;
-    field(&mut w, b"{\"buckets\":", buckets)?;
-    field(&mut w, b",\"erased_buckets\":", erased_buckets)?;
-    w.write_all(b",\"streams\":[")?;
+    let mut out = Vec::with_capacity(64 * 1024);
+    field(&mut out, b"{\"buckets\":", buckets)?;
+    field(&mut out, b",\"erased_buckets\":", erased_buckets)?;
+    out.extend_from_slice(b",\"streams\":[");
     for (i, entry) in entries.into_iter().enumerate() {
         if i > 0 {
-            w.write_all(b",")?;
+            out.push(b',');
         }
-        serde_json::to_writer(&mut w, entry.borrow())?;
+        write_entry(&mut out, entry.borrow())?;
+        if out.len() >= 60 * 1024 {
+            w.write_all(&out)?;
+            out.clear();
+        }
     }
-    w.write_all(b"]")?;
-    field(&mut w, b",\"pending_cold_gc\":", pending_cold_gc)?;
-    field(&mut w, b",\"next_cold_gc_seq\":", next_cold_gc_seq)?;
+    out.push(b']');
+    field(&mut out, b",\"pending_cold_gc\":", pending_cold_gc)?;
+    field(&mut out, b",\"next_cold_gc_seq\":", next_cold_gc_seq)?;
     field(
-        &mut w,
+        &mut out,
         b",\"shared_cold_object_owners\":",
         shared_cold_object_owners,
     )?;
-    field(&mut w, b",\"bucket_usage\":", bucket_usage)?;
-    field(&mut w, b",\"bucket_quotas\":", bucket_quotas)?;
-    w.write_all(b"}")?;
+    field(&mut out, b",\"bucket_usage\":", bucket_usage)?;
+    field(&mut out, b",\"bucket_quotas\":", bucket_quotas)?;
+    out.push(b'}');
+    w.write_all(&out)?;
     w.flush()?;
     Ok(())
+}
+
+/// Parses a JSON snapshot held in memory; same result as
+/// `serde_json::from_slice::<StreamSnapshot>`, faster on large payloads.
+///
+/// A single-pass reader handles the snapshot and entry objects itself (byte
+/// vectors parsed directly from the text, every other value by serde_json);
+/// on anything it does not handle, or any error, the input is parsed again
+/// by serde_json, whose verdict (value or error) is returned.
+///
+/// # Errors
+///
+/// [`DecodeError::Json`] when the input is not a `StreamSnapshot` in JSON.
+pub fn decode_json_slice(text: &[u8]) -> Result<StreamSnapshot, DecodeError> {
+    match super::json_reader::read_snapshot(text) {
+        Some(snapshot) => Ok(snapshot),
+        None => serde_json::from_slice(text).map_err(DecodeError::Json),
+    }
 }
 
 /// Reads a JSON snapshot (the whole input is buffered, then parsed).
@@ -80,5 +165,5 @@ where
 pub fn decode_json<R: Read>(mut r: R) -> Result<StreamSnapshot, DecodeError> {
     let mut text = Vec::new();
     r.read_to_end(&mut text)?;
-    serde_json::from_slice(&text).map_err(DecodeError::Json)
+    decode_json_slice(&text)
 }

@@ -51,10 +51,12 @@
 //! [`FrameRef`] (index, kind byte, offset).
 
 mod bodies;
+mod byte_array;
 mod error;
 mod format;
 mod frame;
 mod json;
+mod json_reader;
 pub(crate) mod payload_bytes;
 mod reader;
 mod sink;
@@ -67,7 +69,7 @@ pub use format::{
     BINARY_FORMAT_VERSION, BINARY_MAGIC, DEFAULT_MAX_FRAME_LEN, FILE_HEADER_LEN, FRAME_HEADER_LEN,
     FrameKind, FrameRef, SnapshotFormat, SniffedReader, detect_format, sniff_format,
 };
-pub use json::{decode_json, encode_json};
+pub use json::{decode_json, decode_json_slice, encode_json};
 pub use reader::{DecodeLimits, decode_binary};
 pub use sink::{CollectSink, SnapshotSink};
 pub use writer::encode_binary;

@@ -1,0 +1,254 @@
+//! A single-pass reader for the snapshot's JSON: it walks the snapshot and
+//! entry objects itself, parses byte vectors straight from the text, and
+//! hands every other value to serde_json. It either returns exactly what
+//! `serde_json::from_slice::<StreamSnapshot>` would, or gives up (`None`)
+//! and lets the caller run serde_json: escaped keys, duplicate keys,
+//! missing required fields, unusual number forms and every error take that
+//! path, so the reader never has to reproduce serde's messages.
+
+use serde::de::{DeserializeOwned, IgnoredAny};
+use strand_model::StreamVisibleSnapshot;
+
+use super::byte_array::parse_byte_array_at;
+use crate::wire::{StreamSnapshot, StreamSnapshotEntry};
+
+struct Reader<'a> {
+    text: &'a [u8],
+    pos: usize,
+}
+
+/// Stores a field's value; a second occurrence gives up (serde rejects
+/// duplicate fields).
+fn set<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    if slot.is_some() {
+        return None;
+    }
+    *slot = Some(value);
+    Some(())
+}
+
+impl<'a> Reader<'a> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.text.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.text.get(self.pos).copied()
+    }
+
+    fn eat(&mut self, b: u8) -> Option<()> {
+        (self.peek()? == b).then(|| self.pos += 1)
+    }
+
+    /// One value of type `T`, parsed by serde_json in place.
+    fn value<T: DeserializeOwned>(&mut self) -> Option<T> {
+        self.ws();
+        let rest = self.text.get(self.pos..)?;
+        let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<T>();
+        let value = values.next()?.ok()?;
+        self.pos += values.byte_offset();
+        Some(value)
+    }
+
+    fn bytes(&mut self) -> Option<Vec<u8>> {
+        self.ws();
+        let (bytes, end) = parse_byte_array_at(self.text, self.pos)?;
+        self.pos = end;
+        Some(bytes)
+    }
+
+    /// A key without escapes, and its colon.
+    fn key(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let rest = self.text.get(self.pos..)?;
+        let len = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[len] != b'"' {
+            return None;
+        }
+        let key = &rest[..len];
+        self.pos += len + 1;
+        self.eat(b':')?;
+        Some(key)
+    }
+
+    /// Walks an object, handing each key to `field`.
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.key()?;
+            field(self, key)?;
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn skip(&mut self) -> Option<()> {
+        self.value::<IgnoredAny>().map(drop)
+    }
+
+    fn visible_snapshot(&mut self) -> Option<Option<StreamVisibleSnapshot>> {
+        if self.peek()? == b'n' {
+            return self.value::<Option<StreamVisibleSnapshot>>();
+        }
+        let (mut offset, mut content_type, mut payload, mut digest) = (None, None, None, None);
+        self.object(|r, key| match key {
+            b"offset" => set(&mut offset, r.value()?),
+            b"content_type" => set(&mut content_type, r.value()?),
+            b"payload" => set(&mut payload, r.bytes()?),
+            b"digest" => set(&mut digest, r.value()?),
+            _ => r.skip(),
+        })?;
+        Some(Some(StreamVisibleSnapshot {
+            offset: offset?,
+            content_type: content_type?,
+            payload: payload?,
+            digest: digest.unwrap_or_default(),
+        }))
+    }
+
+    fn entry(&mut self) -> Option<StreamSnapshotEntry> {
+        let (mut metadata, mut attrs, mut hot_start_offset, mut payload) = (None, None, None, None);
+        let (mut hot_segments, mut cold_frontier_offset, mut cold_index_generation) =
+            (None, None, None);
+        let (mut cold_chunks, mut external_segments, mut message_records) = (None, None, None);
+        let (mut record_index, mut integrity, mut retained_offset) = (None, None, None);
+        let (mut visible_snapshot, mut producer_states) = (None, None);
+        self.object(|r, key| match key {
+            b"metadata" => set(&mut metadata, r.value()?),
+            b"attrs" => set(&mut attrs, r.value()?),
+            b"hot_start_offset" => set(&mut hot_start_offset, r.value()?),
+            b"payload" => set(&mut payload, r.bytes()?),
+            b"hot_segments" => set(&mut hot_segments, r.value()?),
+            b"cold_frontier_offset" => set(&mut cold_frontier_offset, r.value()?),
+            b"cold_index_generation" => set(&mut cold_index_generation, r.value()?),
+            b"cold_chunks" => set(&mut cold_chunks, r.value()?),
+            b"external_segments" => set(&mut external_segments, r.value()?),
+            b"message_records" => set(&mut message_records, r.value()?),
+            b"record_index" => set(&mut record_index, r.value()?),
+            b"integrity" => set(&mut integrity, r.value()?),
+            b"retained_offset" => set(&mut retained_offset, r.value()?),
+            b"visible_snapshot" => set(&mut visible_snapshot, r.visible_snapshot()?),
+            b"producer_states" => set(&mut producer_states, r.value()?),
+            _ => r.skip(),
+        })?;
+        Some(StreamSnapshotEntry {
+            metadata: metadata?,
+            attrs: attrs.flatten(),
+            hot_start_offset: hot_start_offset?,
+            payload: payload?,
+            hot_segments: hot_segments?,
+            cold_frontier_offset: cold_frontier_offset.unwrap_or_default(),
+            cold_index_generation: cold_index_generation.unwrap_or_default(),
+            cold_chunks: cold_chunks?,
+            external_segments: external_segments?,
+            message_records: message_records?,
+            record_index: record_index.flatten(),
+            integrity: integrity?,
+            retained_offset: retained_offset.flatten(),
+            visible_snapshot: visible_snapshot.flatten(),
+            producer_states: producer_states?,
+        })
+    }
+
+    fn entries(&mut self) -> Option<Vec<StreamSnapshotEntry>> {
+        self.eat(b'[')?;
+        let mut entries = Vec::new();
+        if self.peek()? == b']' {
+            self.pos += 1;
+            return Some(entries);
+        }
+        loop {
+            entries.push(self.entry()?);
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b']' => {
+                    self.pos += 1;
+                    return Some(entries);
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Reads a whole snapshot, or `None` when serde_json must decide.
+pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
+    let mut r = Reader { text, pos: 0 };
+    let (mut buckets, mut erased_buckets, mut streams) = (None, None, None);
+    let (mut pending_cold_gc, mut next_cold_gc_seq, mut owners) = (None, None, None);
+    let (mut bucket_usage, mut bucket_quotas) = (None, None);
+    r.object(|r, key| match key {
+        b"buckets" => set(&mut buckets, r.value()?),
+        b"erased_buckets" => set(&mut erased_buckets, r.value()?),
+        b"streams" => set(&mut streams, r.entries()?),
+        b"pending_cold_gc" => set(&mut pending_cold_gc, r.value()?),
+        b"next_cold_gc_seq" => set(&mut next_cold_gc_seq, r.value()?),
+        b"shared_cold_object_owners" => set(&mut owners, r.value()?),
+        b"bucket_usage" => set(&mut bucket_usage, r.value()?),
+        b"bucket_quotas" => set(&mut bucket_quotas, r.value()?),
+        _ => r.skip(),
+    })?;
+    r.ws();
+    if r.pos != text.len() {
+        return None;
+    }
+    Some(StreamSnapshot {
+        buckets: buckets?,
+        erased_buckets: erased_buckets.unwrap_or_default(),
+        streams: streams?,
+        pending_cold_gc: pending_cold_gc.unwrap_or_default(),
+        next_cold_gc_seq: next_cold_gc_seq.unwrap_or_default(),
+        shared_cold_object_owners: owners.unwrap_or_default(),
+        bucket_usage: bucket_usage.unwrap_or_default(),
+        bucket_quotas: bucket_quotas.unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_snapshot;
+    use crate::wire::StreamSnapshot;
+
+    fn same_as_serde(text: &str) {
+        let serde: Result<StreamSnapshot, _> = serde_json::from_str(text);
+        // `None` means serde_json decides.
+        if let Some(fast) = read_snapshot(text.as_bytes()) {
+            assert_eq!(Some(fast), serde.ok(), "{text}");
+        }
+    }
+
+    #[test]
+    fn empty_and_default_forms() {
+        same_as_serde(r#"{"buckets":[],"streams":[]}"#);
+        same_as_serde(r#" { "buckets" : [ "a" ] , "streams" : [ ] , "x" : {"y":[1,{}]} } "#);
+        assert!(read_snapshot(br#"{"buckets":[],"streams":[]}"#).is_some());
+    }
+
+    #[test]
+    fn gives_up_where_serde_must_decide() {
+        for text in [
+            r#"{"buckets":[],"streams":[],"buckets":[]}"#,
+            r#"{"streams":[]}"#,
+            r#"{"buck\u0065ts":[],"streams":[]}"#,
+            r#"{"buckets":[],"streams":[]} x"#,
+            r#"{"buckets":[],"streams":[{}]}"#,
+        ] {
+            assert!(read_snapshot(text.as_bytes()).is_none(), "{text}");
+        }
+    }
+}
