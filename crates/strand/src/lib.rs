@@ -35,8 +35,10 @@ pub use strand_records::{
     is_json_record_content_type,
 };
 pub use strand_snapshot::{
-    CodecError, DecodeError, DecodeLimits, SharedColdObjectOwnersSnapshot, SnapshotFormat,
-    StreamSnapshot, StreamSnapshotEntry, StreamSnapshotError, validate_snapshot,
+    CodecError, CollectSink, DEFAULT_MAX_FRAME_LEN, DecodeError, DecodeLimits, FrameRef,
+    SharedColdObjectOwnersSnapshot, SnapshotFormat, SnapshotSink, SnapshotSummary,
+    SnapshotValidator, StreamSnapshot, StreamSnapshotEntry, StreamSnapshotError, decode_binary,
+    decode_json, decode_json_slice, encode_binary, encode_json, sniff_format, validate_snapshot,
 };
 pub use strand_usage::{
     BucketQuota, BucketQuotaSnapshot, BucketUsage, BucketUsageSnapshot, COMMITTED_WRITE_UNIT_BYTES,

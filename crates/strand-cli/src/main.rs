@@ -1,0 +1,126 @@
+//! `strand`: the command-line tool of the strand workspace.
+//!
+//! This crate owns the binary and nothing else: argument parsing, file
+//! handling (detection, progress bars, atomic output) and reports. All
+//! state-machine and snapshot logic comes from the `strand` facade and
+//! `strand-snapshot`.
+//!
+//! * `strand snapshot verify FILE...` ([`verify`])
+//! * `strand snapshot inspect FILE [--stream ID] [--json]` ([`inspect`])
+//! * `strand snapshot convert IN OUT --to json|binary [--force]` ([`convert`])
+//! * `strand replay LOG [--from SNAPSHOT] [--snapshot-out FILE]` ([`replay`])
+//! * `strand demo` ([`demo`])
+//!
+//! Exit codes: 0 on success, 1 when an input is invalid or an operation
+//! fails, 2 on usage errors (from clap).
+//!
+//! Shared pieces: [`read`] reads a snapshot file of either format into a
+//! sink ([`sinks`]), streaming JSON through [`json_stream`]; [`input`]
+//! opens files (with progress bars); [`output`] writes files atomically.
+
+mod convert;
+mod demo;
+mod input;
+mod inspect;
+mod json_stream;
+mod output;
+mod read;
+mod replay;
+mod sinks;
+mod verify;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The `strand` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "strand",
+    version,
+    about = "Verify, inspect and convert strand snapshots, replay command logs, run the quickstart"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The top-level subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Verify, inspect or convert group snapshots (JSON or binary).
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
+    /// Apply a JSON Lines log of StreamCommands and summarize the outcome.
+    Replay(replay::Args),
+    /// Run the quickstart workload in-process and verify its snapshot.
+    Demo(demo::Args),
+}
+
+/// `strand snapshot ...`.
+#[derive(Debug, Subcommand)]
+enum SnapshotCommand {
+    /// Check that snapshot files decode, validate and restore; print counts
+    /// or the exact error per file (exit 1 if any is invalid).
+    Verify(verify::Args),
+    /// Summarize a snapshot per bucket and per stream (or as JSON).
+    Inspect(inspect::Args),
+    /// Convert a snapshot between the JSON and binary formats.
+    Convert(convert::Args),
+}
+
+fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let stderr = io::stderr();
+    let code = match &cli.command {
+        Command::Snapshot(SnapshotCommand::Verify(args)) => verify::run(args, &mut out),
+        Command::Snapshot(SnapshotCommand::Inspect(args)) => inspect::run(args, &mut out),
+        Command::Snapshot(SnapshotCommand::Convert(args)) => convert::run(args, &mut out),
+        Command::Replay(args) => replay::run(args, &mut out, &mut stderr.lock()),
+        Command::Demo(args) => demo::run(args, &mut out),
+    }?;
+    out.flush()?;
+    Ok(code)
+}
+
+/// True when the error is a closed stdout (`strand ... | head`).
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        let kind = match (
+            cause.downcast_ref::<io::Error>(),
+            cause.downcast_ref::<serde_json::Error>(),
+        ) {
+            (Some(e), _) => Some(e.kind()),
+            (None, Some(e)) => e.io_error_kind(),
+            (None, None) => None,
+        };
+        kind == Some(io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(error) => {
+            if !is_broken_pipe(&error) {
+                eprintln!("strand: error: {error:#}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,180 @@
+//! The [`SnapshotSink`]s the commands read snapshots into: one that
+//! restores a state machine ([`RestoreSink`]) and one that only validates
+//! and keeps the group-level parts ([`ValidateSink`]). Both count what
+//! they see ([`Counts`]).
+
+use serde::Serialize;
+use strand::{
+    BucketQuotaSnapshot, BucketUsageSnapshot, ColdGcEntry, MachineRestorer,
+    SharedColdObjectOwnersSnapshot, SnapshotTail, StreamSnapshot, StreamSnapshotEntry,
+    StreamSnapshotError, StreamStateMachine,
+};
+use strand_snapshot::{SnapshotSink, SnapshotValidator};
+
+fn count(len: usize) -> u64 {
+    u64::try_from(len).unwrap_or(u64::MAX)
+}
+
+/// Counts describing a snapshot, gathered while it is read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct Counts {
+    /// Active buckets.
+    pub(crate) buckets: u64,
+    /// Erased (purged) buckets.
+    pub(crate) erased_buckets: u64,
+    /// Streams.
+    pub(crate) streams: u64,
+    /// Hot payload bytes over all streams.
+    pub(crate) hot_bytes: u64,
+    /// Producer states over all streams.
+    pub(crate) producers: u64,
+    /// Pending cold GC entries.
+    pub(crate) pending_cold_gc: u64,
+}
+
+impl Counts {
+    fn begin(&mut self, buckets: &[String], erased: &[String]) {
+        self.buckets = count(buckets.len());
+        self.erased_buckets = count(erased.len());
+    }
+
+    fn entry(&mut self, entry: &StreamSnapshotEntry) {
+        self.streams = self.streams.saturating_add(1);
+        self.hot_bytes = self.hot_bytes.saturating_add(count(entry.payload.len()));
+        self.producers = self
+            .producers
+            .saturating_add(count(entry.producer_states.len()));
+    }
+
+    /// One line: `N buckets, N streams, N bytes hot, N producers, N
+    /// pending GC entries`.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "{} buckets, {} streams, {} bytes hot, {} producers, {} pending GC entries",
+            self.buckets, self.streams, self.hot_bytes, self.producers, self.pending_cold_gc
+        )
+    }
+}
+
+/// Restores a [`StreamStateMachine`] through a [`MachineRestorer`]: the
+/// same checks, in the same order, as `StreamStateMachine::restore`.
+#[derive(Debug, Default)]
+pub(crate) struct RestoreSink {
+    restorer: Option<MachineRestorer>,
+    machine: Option<StreamStateMachine>,
+    counts: Counts,
+}
+
+impl RestoreSink {
+    /// The restorer. The decoders always call `begin` first; an entry
+    /// without it is checked against no buckets at all (and fails
+    /// `MissingBucket`).
+    fn take_restorer(&mut self) -> Result<MachineRestorer, StreamSnapshotError> {
+        match self.restorer.take() {
+            Some(restorer) => Ok(restorer),
+            None => MachineRestorer::new(Vec::new(), Vec::new()),
+        }
+    }
+
+    /// The restored machine (`None` if the snapshot never finished) and the
+    /// counts.
+    pub(crate) fn into_parts(self) -> (Option<StreamStateMachine>, Counts) {
+        (self.machine, self.counts)
+    }
+}
+
+impl SnapshotSink for RestoreSink {
+    fn begin(
+        &mut self,
+        buckets: Vec<String>,
+        erased_buckets: Vec<String>,
+    ) -> Result<(), StreamSnapshotError> {
+        self.counts.begin(&buckets, &erased_buckets);
+        self.restorer = Some(MachineRestorer::new(buckets, erased_buckets)?);
+        Ok(())
+    }
+
+    fn entry(&mut self, entry: StreamSnapshotEntry) -> Result<(), StreamSnapshotError> {
+        self.counts.entry(&entry);
+        let restorer = self.take_restorer()?;
+        self.restorer.insert(restorer).push_entry(entry)
+    }
+
+    fn finish(
+        &mut self,
+        pending_cold_gc: Vec<ColdGcEntry>,
+        next_cold_gc_seq: u64,
+        shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
+        bucket_usage: Vec<BucketUsageSnapshot>,
+        bucket_quotas: Vec<BucketQuotaSnapshot>,
+    ) -> Result<(), StreamSnapshotError> {
+        self.counts.pending_cold_gc = count(pending_cold_gc.len());
+        let restorer = self.take_restorer()?;
+        self.machine = Some(restorer.finish(SnapshotTail {
+            pending_cold_gc,
+            next_cold_gc_seq,
+            shared_cold_object_owners,
+            bucket_usage,
+            bucket_quotas,
+        }));
+        Ok(())
+    }
+}
+
+/// Validates a snapshot with restore's checks ([`SnapshotValidator`])
+/// without building a machine, keeping only the group-level parts (the
+/// snapshot minus its streams) and the counts. Memory: the stream ids seen
+/// so far, not their contents.
+#[derive(Debug, Default)]
+pub(crate) struct ValidateSink {
+    validator: Option<SnapshotValidator>,
+    head: StreamSnapshot,
+    counts: Counts,
+}
+
+impl ValidateSink {
+    /// The snapshot without its streams, and the counts.
+    pub(crate) fn into_parts(self) -> (StreamSnapshot, Counts) {
+        (self.head, self.counts)
+    }
+}
+
+impl SnapshotSink for ValidateSink {
+    fn begin(
+        &mut self,
+        buckets: Vec<String>,
+        erased_buckets: Vec<String>,
+    ) -> Result<(), StreamSnapshotError> {
+        self.counts.begin(&buckets, &erased_buckets);
+        self.validator = Some(SnapshotValidator::new(&buckets, &erased_buckets)?);
+        self.head.buckets = buckets;
+        self.head.erased_buckets = erased_buckets;
+        Ok(())
+    }
+
+    fn entry(&mut self, entry: StreamSnapshotEntry) -> Result<(), StreamSnapshotError> {
+        self.counts.entry(&entry);
+        self.validator
+            .get_or_insert_with(SnapshotValidator::default)
+            .check_entry(&entry)?;
+        Ok(())
+    }
+
+    fn finish(
+        &mut self,
+        pending_cold_gc: Vec<ColdGcEntry>,
+        next_cold_gc_seq: u64,
+        shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
+        bucket_usage: Vec<BucketUsageSnapshot>,
+        bucket_quotas: Vec<BucketQuotaSnapshot>,
+    ) -> Result<(), StreamSnapshotError> {
+        self.counts.pending_cold_gc = count(pending_cold_gc.len());
+        let head = &mut self.head;
+        head.pending_cold_gc = pending_cold_gc;
+        head.next_cold_gc_seq = next_cold_gc_seq;
+        head.shared_cold_object_owners = shared_cold_object_owners;
+        head.bucket_usage = bucket_usage;
+        head.bucket_quotas = bucket_quotas;
+        Ok(())
+    }
+}
