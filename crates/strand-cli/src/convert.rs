@@ -25,11 +25,9 @@ use std::thread;
 
 use anyhow::{Context, anyhow, bail};
 use strand::{
-    BucketQuotaSnapshot, BucketUsageSnapshot, ColdGcEntry, DecodeLimits,
-    SharedColdObjectOwnersSnapshot, SnapshotFormat, StreamSnapshot, StreamSnapshotEntry,
-    StreamSnapshotError,
+    DecodeLimits, SnapshotFormat, SnapshotSink, SnapshotTail, SnapshotValidator, StreamSnapshot,
+    StreamSnapshotEntry, StreamSnapshotError, encode_binary, encode_json,
 };
-use strand_snapshot::{SnapshotSink, SnapshotValidator, encode_binary, encode_json};
 
 use crate::input::CancelFlag;
 use crate::output::{AtomicFile, FormatArg};
@@ -183,20 +181,8 @@ impl SnapshotSink for ForwardSink {
         Ok(())
     }
 
-    fn finish(
-        &mut self,
-        pending_cold_gc: Vec<ColdGcEntry>,
-        next_cold_gc_seq: u64,
-        shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
-        bucket_usage: Vec<BucketUsageSnapshot>,
-        bucket_quotas: Vec<BucketQuotaSnapshot>,
-    ) -> Result<(), StreamSnapshotError> {
-        let head = &mut self.head;
-        head.pending_cold_gc = pending_cold_gc;
-        head.next_cold_gc_seq = next_cold_gc_seq;
-        head.shared_cold_object_owners = shared_cold_object_owners;
-        head.bucket_usage = bucket_usage;
-        head.bucket_quotas = bucket_quotas;
+    fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError> {
+        tail.install(&mut self.head);
         Ok(())
     }
 }

@@ -25,9 +25,9 @@ use std::io::Read;
 use serde::de::{self, DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use strand::{
     BucketQuotaSnapshot, BucketUsageSnapshot, ColdGcEntry, DecodeError,
-    SharedColdObjectOwnersSnapshot, StreamSnapshotEntry, StreamSnapshotError,
+    SharedColdObjectOwnersSnapshot, SnapshotSink, SnapshotTail, StreamSnapshotEntry,
+    StreamSnapshotError,
 };
-use strand_snapshot::SnapshotSink;
 
 use crate::read::{Location, ReadError};
 
@@ -100,13 +100,13 @@ pub(crate) fn decode<R: Read, S: SnapshotSink + ?Sized>(
         return Err(ReadError::invalid(at, error));
     }
     walk.sink
-        .finish(
-            group.pending_cold_gc.unwrap_or_default(),
-            group.next_cold_gc_seq.unwrap_or_default(),
-            group.shared_cold_object_owners.unwrap_or_default(),
-            group.bucket_usage.unwrap_or_default(),
-            group.bucket_quotas.unwrap_or_default(),
-        )
+        .finish(SnapshotTail {
+            pending_cold_gc: group.pending_cold_gc.unwrap_or_default(),
+            next_cold_gc_seq: group.next_cold_gc_seq.unwrap_or_default(),
+            shared_cold_object_owners: group.shared_cold_object_owners.unwrap_or_default(),
+            bucket_usage: group.bucket_usage.unwrap_or_default(),
+            bucket_quotas: group.bucket_quotas.unwrap_or_default(),
+        })
         .map_err(|e| ReadError::invalid(Location::Group, e))?;
     Ok(Streamed::Done)
 }
@@ -246,7 +246,7 @@ impl<'de, S: SnapshotSink + ?Sized> Visitor<'de> for EntriesSeed<'_, '_, S> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use strand::StreamSnapshot;
-    use strand_snapshot::{CollectSink, decode_json};
+    use strand::{CollectSink, decode_json};
 
     use super::*;
     use crate::read::ReadErrorKind;

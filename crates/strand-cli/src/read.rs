@@ -10,9 +10,9 @@ use std::fmt;
 use std::io;
 use std::path::Path;
 
-use strand::{DecodeError, DecodeLimits, SnapshotFormat, StreamSnapshot, StreamSnapshotError};
-use strand_snapshot::{
-    DEFAULT_MAX_FRAME_LEN, FrameRef, SnapshotSink, decode_binary, decode_json, sniff_format,
+use strand::{
+    DEFAULT_MAX_FRAME_LEN, DecodeError, DecodeLimits, FrameRef, SnapshotFormat, SnapshotSink,
+    StreamSnapshot, StreamSnapshotError, decode_binary, decode_json, sniff_format,
 };
 
 use crate::input::{self, CancelFlag};
@@ -238,28 +238,13 @@ pub(crate) fn feed<S: SnapshotSink + ?Sized>(
     snapshot: StreamSnapshot,
     sink: &mut S,
 ) -> Result<(), ReadError> {
-    let StreamSnapshot {
-        buckets,
-        erased_buckets,
-        streams,
-        pending_cold_gc,
-        next_cold_gc_seq,
-        shared_cold_object_owners,
-        bucket_usage,
-        bucket_quotas,
-    } = snapshot;
+    let (buckets, erased_buckets, streams, tail) = snapshot.into_parts();
     sink.begin(buckets, erased_buckets)
         .map_err(|e| ReadError::invalid(Location::Buckets, e))?;
     for (index, entry) in (0u64..).zip(streams) {
         sink.entry(entry)
             .map_err(|e| ReadError::invalid(Location::Entry(index), e))?;
     }
-    sink.finish(
-        pending_cold_gc,
-        next_cold_gc_seq,
-        shared_cold_object_owners,
-        bucket_usage,
-        bucket_quotas,
-    )
-    .map_err(|e| ReadError::invalid(Location::Group, e))
+    sink.finish(tail)
+        .map_err(|e| ReadError::invalid(Location::Group, e))
 }

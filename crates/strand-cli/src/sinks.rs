@@ -5,11 +5,9 @@
 
 use serde::Serialize;
 use strand::{
-    BucketQuotaSnapshot, BucketUsageSnapshot, ColdGcEntry, MachineRestorer,
-    SharedColdObjectOwnersSnapshot, SnapshotTail, StreamSnapshot, StreamSnapshotEntry,
-    StreamSnapshotError, StreamStateMachine,
+    MachineRestorer, SnapshotSink, SnapshotTail, SnapshotValidator, StreamSnapshot,
+    StreamSnapshotEntry, StreamSnapshotError, StreamStateMachine,
 };
-use strand_snapshot::{SnapshotSink, SnapshotValidator};
 
 fn count(len: usize) -> u64 {
     u64::try_from(len).unwrap_or(u64::MAX)
@@ -100,23 +98,10 @@ impl SnapshotSink for RestoreSink {
         self.restorer.insert(restorer).push_entry(entry)
     }
 
-    fn finish(
-        &mut self,
-        pending_cold_gc: Vec<ColdGcEntry>,
-        next_cold_gc_seq: u64,
-        shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
-        bucket_usage: Vec<BucketUsageSnapshot>,
-        bucket_quotas: Vec<BucketQuotaSnapshot>,
-    ) -> Result<(), StreamSnapshotError> {
-        self.counts.pending_cold_gc = count(pending_cold_gc.len());
+    fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError> {
+        self.counts.pending_cold_gc = count(tail.pending_cold_gc.len());
         let restorer = self.take_restorer()?;
-        self.machine = Some(restorer.finish(SnapshotTail {
-            pending_cold_gc,
-            next_cold_gc_seq,
-            shared_cold_object_owners,
-            bucket_usage,
-            bucket_quotas,
-        }));
+        self.machine = Some(restorer.finish(tail));
         Ok(())
     }
 }
@@ -160,21 +145,9 @@ impl SnapshotSink for ValidateSink {
         Ok(())
     }
 
-    fn finish(
-        &mut self,
-        pending_cold_gc: Vec<ColdGcEntry>,
-        next_cold_gc_seq: u64,
-        shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
-        bucket_usage: Vec<BucketUsageSnapshot>,
-        bucket_quotas: Vec<BucketQuotaSnapshot>,
-    ) -> Result<(), StreamSnapshotError> {
-        self.counts.pending_cold_gc = count(pending_cold_gc.len());
-        let head = &mut self.head;
-        head.pending_cold_gc = pending_cold_gc;
-        head.next_cold_gc_seq = next_cold_gc_seq;
-        head.shared_cold_object_owners = shared_cold_object_owners;
-        head.bucket_usage = bucket_usage;
-        head.bucket_quotas = bucket_quotas;
+    fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError> {
+        self.counts.pending_cold_gc = count(tail.pending_cold_gc.len());
+        tail.install(&mut self.head);
         Ok(())
     }
 }

@@ -3,16 +3,14 @@
 
 use std::io::{BufWriter, Read, Write};
 
-use strand_model::ColdGcEntry;
 use strand_snapshot::{
-    CodecError, DecodeError, DecodeLimits, SharedColdObjectOwnersSnapshot, SnapshotFormat,
-    SnapshotSink, StreamSnapshotEntry, StreamSnapshotError, decode_binary, decode_json,
-    encode_binary, encode_json, sniff_format,
+    CodecError, DecodeError, DecodeLimits, SnapshotFormat, SnapshotSink, SnapshotTail,
+    StreamSnapshotEntry, StreamSnapshotError, decode_binary, decode_json, encode_binary,
+    encode_json, sniff_format,
 };
-use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot};
 
 use crate::machine::StreamStateMachine;
-use crate::persist::{MachineRestorer, SnapshotTail};
+use crate::persist::MachineRestorer;
 
 /// Why [`restore_from`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -132,22 +130,9 @@ impl SnapshotSink for RestoreSink {
         pushed
     }
 
-    fn finish(
-        &mut self,
-        pending_cold_gc: Vec<ColdGcEntry>,
-        next_cold_gc_seq: u64,
-        shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
-        bucket_usage: Vec<BucketUsageSnapshot>,
-        bucket_quotas: Vec<BucketQuotaSnapshot>,
-    ) -> Result<(), StreamSnapshotError> {
+    fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError> {
         let restorer = self.take_restorer()?;
-        self.machine = Some(restorer.finish(SnapshotTail {
-            pending_cold_gc,
-            next_cold_gc_seq,
-            shared_cold_object_owners,
-            bucket_usage,
-            bucket_quotas,
-        }));
+        self.machine = Some(restorer.finish(tail));
         Ok(())
     }
 }

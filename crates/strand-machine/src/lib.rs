@@ -42,5 +42,6 @@ mod ttl;
 pub use codec::{RestoreError, restore_from, restore_from_with_limits, write_snapshot};
 pub use command::StreamCommand;
 pub use machine::StreamStateMachine;
-pub use persist::{MachineRestorer, SnapshotTail};
+pub use persist::MachineRestorer;
 pub use response::{StreamErrorCode, StreamErrorContext, StreamResponse};
+pub use strand_snapshot::SnapshotTail;

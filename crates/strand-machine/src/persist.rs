@@ -1,12 +1,12 @@
 //! `snapshot()`, `restore()` and `ImportSnapshot` (spec 07 §3, §5, §6).
 
 use bytes::Bytes;
-use strand_model::{ColdGcEntry, StreamVisibleSnapshot, normalize_stream_attrs};
+use strand_model::{StreamVisibleSnapshot, normalize_stream_attrs};
 use strand_snapshot::{
-    SharedColdObjectOwnersSnapshot, SnapshotValidator, StreamSnapshot, StreamSnapshotEntry,
-    StreamSnapshotError,
+    SharedColdObjectOwnersSnapshot, SnapshotTail, SnapshotValidator, StreamSnapshot,
+    StreamSnapshotEntry, StreamSnapshotError,
 };
-use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot, UsageLedger};
+use strand_usage::UsageLedger;
 
 use crate::cold::ColdState;
 use crate::gc::GcQueue;
@@ -49,27 +49,12 @@ impl StreamStateMachine {
 
     /// Builds a machine from a snapshot, validating it first (spec 07 §5).
     pub fn restore(snapshot: StreamSnapshot) -> Result<Self, StreamSnapshotError> {
-        let StreamSnapshot {
-            buckets,
-            erased_buckets,
-            streams,
-            pending_cold_gc,
-            next_cold_gc_seq,
-            shared_cold_object_owners,
-            bucket_usage,
-            bucket_quotas,
-        } = snapshot;
+        let (buckets, erased_buckets, streams, tail) = snapshot.into_parts();
         let mut restorer = MachineRestorer::new(buckets, erased_buckets)?;
         for entry in streams {
             restorer.push_entry(entry)?;
         }
-        Ok(restorer.finish(SnapshotTail {
-            pending_cold_gc,
-            next_cold_gc_seq,
-            shared_cold_object_owners,
-            bucket_usage,
-            bucket_quotas,
-        }))
+        Ok(restorer.finish(tail))
     }
 
     /// The snapshot's stream entries, built one at a time in snapshot order
@@ -134,21 +119,6 @@ impl StreamStateMachine {
             ),
         }
     }
-}
-
-/// The group-level parts of a snapshot that follow the stream entries.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SnapshotTail {
-    /// The cold GC queue, front to back.
-    pub pending_cold_gc: Vec<ColdGcEntry>,
-    /// The queue's next sequence number.
-    pub next_cold_gc_seq: u64,
-    /// Owner buckets of shared cold objects.
-    pub shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
-    /// Monotonic usage counters per bucket.
-    pub bucket_usage: Vec<BucketUsageSnapshot>,
-    /// Quota records per bucket.
-    pub bucket_quotas: Vec<BucketQuotaSnapshot>,
 }
 
 /// Restores a machine incrementally, one stream entry at a time, with the

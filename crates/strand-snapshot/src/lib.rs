@@ -49,4 +49,4 @@ pub use digest::visible_snapshot_digest;
 pub use error::StreamSnapshotError;
 pub use summary::{SnapshotSummary, validate_snapshot};
 pub use validator::{CheckedEntry, SnapshotValidator};
-pub use wire::{SharedColdObjectOwnersSnapshot, StreamSnapshot, StreamSnapshotEntry};
+pub use wire::{SharedColdObjectOwnersSnapshot, SnapshotTail, StreamSnapshot, StreamSnapshotEntry};

@@ -107,3 +107,62 @@ pub struct StreamSnapshotEntry {
     /// Idempotent producer states, sorted by producer id in output.
     pub producer_states: Vec<ProducerSnapshot>,
 }
+
+/// The group-level parts of a snapshot that follow its stream entries (in
+/// both codecs' order): the GC queue, shared owners, usage and quotas.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnapshotTail {
+    /// The cold GC queue, front to back.
+    pub pending_cold_gc: Vec<ColdGcEntry>,
+    /// The queue's next sequence number.
+    pub next_cold_gc_seq: u64,
+    /// Owner buckets of shared cold objects.
+    pub shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
+    /// Monotonic usage counters per bucket.
+    pub bucket_usage: Vec<BucketUsageSnapshot>,
+    /// Quota records per bucket.
+    pub bucket_quotas: Vec<BucketQuotaSnapshot>,
+}
+
+impl SnapshotTail {
+    /// Stores these parts into `snapshot`.
+    pub fn install(self, snapshot: &mut StreamSnapshot) {
+        snapshot.pending_cold_gc = self.pending_cold_gc;
+        snapshot.next_cold_gc_seq = self.next_cold_gc_seq;
+        snapshot.shared_cold_object_owners = self.shared_cold_object_owners;
+        snapshot.bucket_usage = self.bucket_usage;
+        snapshot.bucket_quotas = self.bucket_quotas;
+    }
+}
+
+impl StreamSnapshot {
+    /// Splits the snapshot into its bucket lists, its stream entries and its
+    /// tail, in the order restore and the codecs consume them.
+    pub fn into_parts(
+        self,
+    ) -> (
+        Vec<String>,
+        Vec<String>,
+        Vec<StreamSnapshotEntry>,
+        SnapshotTail,
+    ) {
+        let StreamSnapshot {
+            buckets,
+            erased_buckets,
+            streams,
+            pending_cold_gc,
+            next_cold_gc_seq,
+            shared_cold_object_owners,
+            bucket_usage,
+            bucket_quotas,
+        } = self;
+        let tail = SnapshotTail {
+            pending_cold_gc,
+            next_cold_gc_seq,
+            shared_cold_object_owners,
+            bucket_usage,
+            bucket_quotas,
+        };
+        (buckets, erased_buckets, streams, tail)
+    }
+}

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use strand::decode_json;
 use strand::{SnapshotFormat, StreamSnapshot, StreamStateMachine};
-use strand_snapshot::decode_json;
 
 use crate::common::*;
 

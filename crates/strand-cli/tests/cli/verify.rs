@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use strand::{SnapshotFormat, StreamSnapshot, StreamStateMachine};
-use strand_snapshot::{decode_json, encode_binary};
+use strand::{decode_json, encode_binary};
 
 use crate::common::*;
 

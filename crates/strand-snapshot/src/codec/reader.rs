@@ -12,6 +12,7 @@ use super::format::{
 };
 use super::frame::{BodyError, FrameHeader, decode_body, frame_crc};
 use super::sink::SnapshotSink;
+use crate::wire::SnapshotTail;
 use crate::wire::StreamSnapshotEntry;
 
 /// Bounds a decoder enforces before allocating.
@@ -276,13 +277,13 @@ where
                 check_footer(frame, "checksum", footer.checksum, checksums.sum64())?;
                 reader.expect_end()?;
                 return sink
-                    .finish(
-                        gc.pending_cold_gc,
-                        gc.next_cold_gc_seq,
-                        owners.shared_cold_object_owners,
-                        usage.bucket_usage,
-                        quotas.bucket_quotas,
-                    )
+                    .finish(SnapshotTail {
+                        pending_cold_gc: gc.pending_cold_gc,
+                        next_cold_gc_seq: gc.next_cold_gc_seq,
+                        shared_cold_object_owners: owners.shared_cold_object_owners,
+                        bucket_usage: usage.bucket_usage,
+                        bucket_quotas: quotas.bucket_quotas,
+                    })
                     .map_err(rejected);
             }
             _ => return Err(DecodeError::UnexpectedFrame { frame, expected }),

@@ -1,10 +1,7 @@
 //! Where a streaming decoder delivers a snapshot, part by part.
 
-use strand_model::ColdGcEntry;
-use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot};
-
 use crate::error::StreamSnapshotError;
-use crate::wire::{SharedColdObjectOwnersSnapshot, StreamSnapshot, StreamSnapshotEntry};
+use crate::wire::{SnapshotTail, StreamSnapshot, StreamSnapshotEntry};
 
 /// Receives a snapshot in order: [`begin`](Self::begin) once, then
 /// [`entry`](Self::entry) per stream, then [`finish`](Self::finish) once —
@@ -35,14 +32,7 @@ pub trait SnapshotSink {
     /// # Errors
     ///
     /// A validation error (the decoder reports it against the footer).
-    fn finish(
-        &mut self,
-        pending_cold_gc: Vec<ColdGcEntry>,
-        next_cold_gc_seq: u64,
-        shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
-        bucket_usage: Vec<BucketUsageSnapshot>,
-        bucket_quotas: Vec<BucketQuotaSnapshot>,
-    ) -> Result<(), StreamSnapshotError>;
+    fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError>;
 }
 
 /// A [`SnapshotSink`] that collects everything into a [`StreamSnapshot`]
@@ -85,20 +75,8 @@ impl SnapshotSink for CollectSink {
         Ok(())
     }
 
-    fn finish(
-        &mut self,
-        pending_cold_gc: Vec<ColdGcEntry>,
-        next_cold_gc_seq: u64,
-        shared_cold_object_owners: Vec<SharedColdObjectOwnersSnapshot>,
-        bucket_usage: Vec<BucketUsageSnapshot>,
-        bucket_quotas: Vec<BucketQuotaSnapshot>,
-    ) -> Result<(), StreamSnapshotError> {
-        let s = &mut self.snapshot;
-        s.pending_cold_gc = pending_cold_gc;
-        s.next_cold_gc_seq = next_cold_gc_seq;
-        s.shared_cold_object_owners = shared_cold_object_owners;
-        s.bucket_usage = bucket_usage;
-        s.bucket_quotas = bucket_quotas;
+    fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError> {
+        tail.install(&mut self.snapshot);
         Ok(())
     }
 }
