@@ -235,10 +235,11 @@ fn step_deny(root: &Path) -> Result<(), String> {
 /// `STRAND_CONFORMANCE_DIR`) against the state machine.
 fn step_conformance(root: &Path) -> Result<(), String> {
     let mut cmd = cargo(root);
+    // `--workspace` keeps the feature set of the tests step, so nothing is
+    // rebuilt (a single `--package` resolves features differently).
     cmd.args([
         "test",
-        "--package",
-        "strand-tests",
+        "--workspace",
         "--test",
         "conformance",
         "--",
@@ -253,10 +254,11 @@ fn step_conformance(root: &Path) -> Result<(), String> {
 /// makes a mismatch fail instead of writing a `.snap.new`.
 fn step_legacy(root: &Path) -> Result<(), String> {
     let mut cmd = cargo(root);
+    // `--workspace` keeps the feature set of the tests step, so nothing is
+    // rebuilt (a single `--package` resolves features differently).
     cmd.args([
         "test",
-        "--package",
-        "strand-tests",
+        "--workspace",
         "--test",
         "legacy",
         "--",
