@@ -314,7 +314,7 @@ fn summary(f: &Figures) -> (String, Vec<String>) {
             "snapshot/snapshot_encode_json",
         ),
         (
-            "JSON decode + restore, restore_from (10 k x 2 KiB)",
+            "JSON decode + restore, restore_from_slice (10 k x 2 KiB)",
             "snapshot/snapshot_decode_restore_json",
         ),
     ] {

@@ -4,7 +4,7 @@
 //!
 //! * `snapshot_encode_json`: `write_snapshot(.., SnapshotFormat::Json, ..)`
 //!   (the reference's JSON bytes, streamed entry by entry).
-//! * `snapshot_decode_restore_json`: `restore_from` of that JSON.
+//! * `snapshot_decode_restore_json`: `restore_from_slice` of that JSON.
 //! * `snapshot_encode_serde_json` / `snapshot_decode_restore_serde_json`: the
 //!   same through plain `serde_json` and `snapshot()` / `restore()`, for
 //!   comparison.
@@ -21,7 +21,7 @@ mod common;
 
 use common::{OCTET, append, expect_ok, machine_with_streams, producer, report, stream_ids};
 use divan::Bencher;
-use strand_machine::{StreamStateMachine, restore_from, write_snapshot};
+use strand_machine::{StreamStateMachine, restore_from, restore_from_slice, write_snapshot};
 use strand_snapshot::{SnapshotFormat, StreamSnapshot};
 
 /// Streams in the fixture.
@@ -99,11 +99,11 @@ fn snapshot_encode_json(bencher: Bencher) {
     bencher.bench_local(|| encode_json_codec(&machine));
 }
 
-/// `restore_from` of a JSON snapshot.
+/// `restore_from_slice` of a JSON snapshot held in memory.
 #[divan::bench(sample_count = 20, sample_size = 1)]
 fn snapshot_decode_restore_json(bencher: Bencher) {
     let json = encode(&fixture());
-    bencher.bench_local(|| restore_from(json.as_slice()).expect("snapshot restores"));
+    bencher.bench_local(|| restore_from_slice(&json).expect("snapshot restores"));
 }
 
 /// `snapshot()` + plain `serde_json::to_vec` (no codec fast paths).

@@ -5,8 +5,8 @@ use std::io::{BufWriter, Read, Write};
 
 use strand_snapshot::{
     CodecError, DecodeError, DecodeLimits, SnapshotFormat, SnapshotSink, SnapshotTail,
-    StreamSnapshotEntry, StreamSnapshotError, decode_binary, decode_json, encode_binary,
-    encode_json, sniff_format,
+    StreamSnapshotEntry, StreamSnapshotError, decode_binary, decode_json, decode_json_slice,
+    detect_format, encode_binary, encode_json, sniff_format,
 };
 
 use crate::machine::StreamStateMachine;
@@ -56,6 +56,20 @@ pub fn write_snapshot<W: Write>(
 /// As [`restore_from_with_limits`].
 pub fn restore_from<R: Read>(r: R) -> Result<StreamStateMachine, RestoreError> {
     restore_from_with_limits(r, &DecodeLimits::default())
+}
+
+/// Restores a machine from a snapshot already in memory, in either format:
+/// like [`restore_from`], but a JSON snapshot is parsed in place instead of
+/// being copied into a buffer first.
+///
+/// # Errors
+///
+/// As [`restore_from`].
+pub fn restore_from_slice(bytes: &[u8]) -> Result<StreamStateMachine, RestoreError> {
+    match detect_format(bytes) {
+        Some(SnapshotFormat::Json) => Ok(StreamStateMachine::restore(decode_json_slice(bytes)?)?),
+        _ => restore_from(bytes),
+    }
 }
 
 /// Restores a machine from a snapshot in either format. A binary snapshot

@@ -39,7 +39,9 @@ mod stream_ops;
 mod transaction;
 mod ttl;
 
-pub use codec::{RestoreError, restore_from, restore_from_with_limits, write_snapshot};
+pub use codec::{
+    RestoreError, restore_from, restore_from_slice, restore_from_with_limits, write_snapshot,
+};
 pub use command::StreamCommand;
 pub use machine::StreamStateMachine;
 pub use persist::MachineRestorer;

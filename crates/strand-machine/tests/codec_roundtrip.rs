@@ -151,3 +151,31 @@ fn decode_errors_are_decode_errors() {
         other => panic!("expected FrameTooLarge, got {other:?}"),
     }
 }
+
+#[test]
+fn restore_from_slice_agrees_with_restore_from() {
+    for machine in machines() {
+        for format in [SnapshotFormat::Json, SnapshotFormat::Binary] {
+            let bytes = written(&machine, format);
+            let restored = strand_machine::restore_from_slice(&bytes).unwrap();
+            assert_eq!(restored.snapshot(), machine.snapshot(), "{format:?}");
+        }
+    }
+    // Errors keep their kind.
+    assert!(matches!(
+        strand_machine::restore_from_slice(b"not a snapshot"),
+        Err(RestoreError::Decode(DecodeError::UnknownFormat))
+    ));
+    assert!(matches!(
+        strand_machine::restore_from_slice(b" {\"buckets\": 3}"),
+        Err(RestoreError::Decode(DecodeError::Json(_)))
+    ));
+    let json = written(&small_machine(), SnapshotFormat::Json);
+    let text = String::from_utf8(json).unwrap();
+    let missing_bucket = text.replacen("\"buckets\":[\"alpha\",", "\"buckets\":[", 1);
+    assert_ne!(missing_bucket, text, "the small machine has bucket alpha");
+    assert!(matches!(
+        strand_machine::restore_from_slice(missing_bucket.as_bytes()),
+        Err(RestoreError::Invalid(_))
+    ));
+}
