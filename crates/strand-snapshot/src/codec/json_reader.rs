@@ -7,7 +7,9 @@
 //! path, so the reader never has to reproduce serde's messages.
 
 use serde::de::{DeserializeOwned, IgnoredAny};
-use strand_model::StreamVisibleSnapshot;
+use strand_model::{
+    ProducerAppendRecord, ProducerReceipt, ProducerSnapshot, StreamVisibleSnapshot,
+};
 
 use super::byte_array::parse_byte_array_at;
 use crate::wire::{StreamSnapshot, StreamSnapshotEntry};
@@ -51,6 +53,154 @@ impl<'a> Reader<'a> {
         let value = values.next()?.ok()?;
         self.pos += values.byte_offset();
         Some(value)
+    }
+
+    /// A plain non-negative integer that fits `u64` (serde_json's `u64`
+    /// rules: no sign, fraction, exponent or leading zero).
+    fn u64(&mut self) -> Option<u64> {
+        self.ws();
+        let rest = self.text.get(self.pos..)?;
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 || (digits > 1 && rest[0] == b'0') {
+            return None;
+        }
+        if matches!(rest.get(digits), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let mut value: u64 = 0;
+        for &d in &rest[..digits] {
+            value = value.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        }
+        self.pos += digits;
+        Some(value)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.ws();
+        let rest = self.text.get(self.pos..)?;
+        if !rest.starts_with(word) || rest.get(word.len()).is_some_and(u8::is_ascii_alphanumeric) {
+            return None;
+        }
+        self.pos += word.len();
+        Some(())
+    }
+
+    fn bool(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b't' => self.literal(b"true").map(|()| true),
+            b'f' => self.literal(b"false").map(|()| false),
+            _ => None,
+        }
+    }
+
+    fn opt_u64(&mut self) -> Option<Option<u64>> {
+        if self.peek()? == b'n' {
+            return self.literal(b"null").map(|()| None);
+        }
+        self.u64().map(Some)
+    }
+
+    /// A string without escapes.
+    fn string(&mut self) -> Option<String> {
+        self.eat(b'"')?;
+        let rest = self.text.get(self.pos..)?;
+        let len = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[len] != b'"' {
+            return None;
+        }
+        let s = std::str::from_utf8(&rest[..len]).ok()?.to_owned();
+        self.pos += len + 1;
+        Some(s)
+    }
+
+    /// A JSON array, each element read by `item`.
+    fn array<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        self.eat(b'[')?;
+        let mut out = Vec::new();
+        if self.peek()? == b']' {
+            self.pos += 1;
+            return Some(out);
+        }
+        loop {
+            out.push(item(self)?);
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b']' => {
+                    self.pos += 1;
+                    return Some(out);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn append_record(&mut self) -> Option<ProducerAppendRecord> {
+        let (mut start_offset, mut next_offset, mut closed) = (None, None, None);
+        let (mut record_start, mut record_next) = (None, None);
+        self.object(|r, key| match key {
+            b"start_offset" => set(&mut start_offset, r.u64()?),
+            b"next_offset" => set(&mut next_offset, r.u64()?),
+            b"closed" => set(&mut closed, r.bool()?),
+            b"record_start" => set(&mut record_start, r.opt_u64()?),
+            b"record_next" => set(&mut record_next, r.opt_u64()?),
+            _ => r.skip(),
+        })?;
+        Some(ProducerAppendRecord {
+            start_offset: start_offset?,
+            next_offset: next_offset?,
+            closed: closed?,
+            record_start: record_start.flatten(),
+            record_next: record_next.flatten(),
+        })
+    }
+
+    fn receipt(&mut self) -> Option<ProducerReceipt> {
+        let (mut producer_seq, mut start_offset, mut next_offset) = (None, None, None);
+        let (mut closed, mut items) = (None, None);
+        self.object(|r, key| match key {
+            b"producer_seq" => set(&mut producer_seq, r.u64()?),
+            b"start_offset" => set(&mut start_offset, r.u64()?),
+            b"next_offset" => set(&mut next_offset, r.u64()?),
+            b"closed" => set(&mut closed, r.bool()?),
+            b"items" => set(&mut items, r.array(Self::append_record)?),
+            _ => r.skip(),
+        })?;
+        Some(ProducerReceipt {
+            producer_seq: producer_seq?,
+            start_offset: start_offset?,
+            next_offset: next_offset?,
+            closed: closed?,
+            items: items?,
+        })
+    }
+
+    fn producer(&mut self) -> Option<ProducerSnapshot> {
+        let (mut producer_id, mut producer_epoch, mut producer_seq) = (None, None, None);
+        let (mut last_start_offset, mut last_next_offset, mut last_closed) = (None, None, None);
+        let (mut last_items, mut receipts) = (None, None);
+        self.object(|r, key| match key {
+            b"producer_id" => set(&mut producer_id, r.string()?),
+            b"producer_epoch" => set(&mut producer_epoch, r.u64()?),
+            b"producer_seq" => set(&mut producer_seq, r.u64()?),
+            b"last_start_offset" => set(&mut last_start_offset, r.u64()?),
+            b"last_next_offset" => set(&mut last_next_offset, r.u64()?),
+            b"last_closed" => set(&mut last_closed, r.bool()?),
+            b"last_items" => set(&mut last_items, r.array(Self::append_record)?),
+            b"receipts" => set(&mut receipts, r.array(Self::receipt)?),
+            _ => r.skip(),
+        })?;
+        Some(ProducerSnapshot {
+            producer_id: producer_id?,
+            producer_epoch: producer_epoch?,
+            producer_seq: producer_seq?,
+            last_start_offset: last_start_offset?,
+            last_next_offset: last_next_offset?,
+            last_closed: last_closed?,
+            last_items: last_items?,
+            receipts: receipts.unwrap_or_default(),
+        })
     }
 
     fn bytes(&mut self) -> Option<Vec<u8>> {
@@ -143,7 +293,7 @@ impl<'a> Reader<'a> {
             b"integrity" => set(&mut integrity, r.value()?),
             b"retained_offset" => set(&mut retained_offset, r.value()?),
             b"visible_snapshot" => set(&mut visible_snapshot, r.visible_snapshot()?),
-            b"producer_states" => set(&mut producer_states, r.value()?),
+            b"producer_states" => set(&mut producer_states, r.array(Self::producer)?),
             _ => r.skip(),
         })?;
         Some(StreamSnapshotEntry {
@@ -237,6 +387,18 @@ mod tests {
         same_as_serde(r#"{"buckets":[],"streams":[]}"#);
         same_as_serde(r#" { "buckets" : [ "a" ] , "streams" : [ ] , "x" : {"y":[1,{}]} } "#);
         assert!(read_snapshot(br#"{"buckets":[],"streams":[]}"#).is_some());
+    }
+
+    #[test]
+    fn takes_the_fast_path_on_full_snapshots() {
+        // A complete modern snapshot (every entry field, producers with
+        // receipts, record bounds, visible snapshot), pretty and compact.
+        let pretty = include_str!("../../../../tests/fixtures/legacy/modern-complete.json");
+        let serde: StreamSnapshot = serde_json::from_str(pretty).unwrap_or_default();
+        assert!(!serde.streams.is_empty());
+        assert_eq!(read_snapshot(pretty.as_bytes()), Some(serde.clone()));
+        let compact = serde_json::to_vec(&serde).unwrap_or_default();
+        assert_eq!(read_snapshot(&compact), Some(serde));
     }
 
     #[test]
