@@ -314,26 +314,6 @@ impl<'a> Reader<'a> {
             producer_states: producer_states?,
         })
     }
-
-    fn entries(&mut self) -> Option<Vec<StreamSnapshotEntry>> {
-        self.eat(b'[')?;
-        let mut entries = Vec::new();
-        if self.peek()? == b']' {
-            self.pos += 1;
-            return Some(entries);
-        }
-        loop {
-            entries.push(self.entry()?);
-            match self.peek()? {
-                b',' => self.pos += 1,
-                b']' => {
-                    self.pos += 1;
-                    return Some(entries);
-                }
-                _ => return None,
-            }
-        }
-    }
 }
 
 /// Reads a whole snapshot, or `None` when serde_json must decide.
@@ -345,7 +325,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
     r.object(|r, key| match key {
         b"buckets" => set(&mut buckets, r.value()?),
         b"erased_buckets" => set(&mut erased_buckets, r.value()?),
-        b"streams" => set(&mut streams, r.entries()?),
+        b"streams" => set(&mut streams, r.array(Reader::entry)?),
         b"pending_cold_gc" => set(&mut pending_cold_gc, r.value()?),
         b"next_cold_gc_seq" => set(&mut next_cold_gc_seq, r.value()?),
         b"shared_cold_object_owners" => set(&mut owners, r.value()?),
