@@ -203,7 +203,7 @@ fn run_step(
     let (label, expected_key, actual) = match op.as_str() {
         "apply" => {
             let command: StreamCommand = arg(obj, "command")?;
-            let label = format!("apply {}", command_name(&command));
+            let label = format!("apply {}", command.kind());
             (label, "response", to_value(&machine.apply(command)))
         }
         "append_batch" => {
@@ -261,30 +261,6 @@ fn run_step(
     normalize(&mut expected);
     normalize(&mut actual);
     Ok((label, expected, actual))
-}
-
-fn command_name(command: &StreamCommand) -> &'static str {
-    match command {
-        StreamCommand::CreateBucket { .. } => "CreateBucket",
-        StreamCommand::DeleteBucket { .. } => "DeleteBucket",
-        StreamCommand::CreateStream { .. } => "CreateStream",
-        StreamCommand::CreateExternal { .. } => "CreateExternal",
-        StreamCommand::Append { .. } => "Append",
-        StreamCommand::AppendExternal { .. } => "AppendExternal",
-        StreamCommand::AppendBatch { .. } => "AppendBatch",
-        StreamCommand::PublishSnapshot { .. } => "PublishSnapshot",
-        StreamCommand::AdvanceRetention { .. } => "AdvanceRetention",
-        StreamCommand::TouchStreamAccess { .. } => "TouchStreamAccess",
-        StreamCommand::UpdateStreamAttrs { .. } => "UpdateStreamAttrs",
-        StreamCommand::FlushCold { .. } => "FlushCold",
-        StreamCommand::CompactCold { .. } => "CompactCold",
-        StreamCommand::Close { .. } => "Close",
-        StreamCommand::DeleteStream { .. } => "DeleteStream",
-        StreamCommand::PurgeBucket { .. } => "PurgeBucket",
-        StreamCommand::AckColdGc { .. } => "AckColdGc",
-        StreamCommand::ImportSnapshot { .. } => "ImportSnapshot",
-        StreamCommand::SetBucketQuota { .. } => "SetBucketQuota",
-    }
 }
 
 /// Replays a trace on a fresh machine, stopping at the first mismatch.

@@ -47,31 +47,6 @@ pub(crate) struct Args {
     pub(crate) limits: LimitsArgs,
 }
 
-/// The serde tag of a command's variant (`CreateBucket`, `Append`, ...).
-pub(crate) fn command_kind(command: &StreamCommand) -> &'static str {
-    match command {
-        StreamCommand::CreateBucket { .. } => "CreateBucket",
-        StreamCommand::DeleteBucket { .. } => "DeleteBucket",
-        StreamCommand::CreateStream { .. } => "CreateStream",
-        StreamCommand::CreateExternal { .. } => "CreateExternal",
-        StreamCommand::Append { .. } => "Append",
-        StreamCommand::AppendExternal { .. } => "AppendExternal",
-        StreamCommand::AppendBatch { .. } => "AppendBatch",
-        StreamCommand::PublishSnapshot { .. } => "PublishSnapshot",
-        StreamCommand::AdvanceRetention { .. } => "AdvanceRetention",
-        StreamCommand::TouchStreamAccess { .. } => "TouchStreamAccess",
-        StreamCommand::UpdateStreamAttrs { .. } => "UpdateStreamAttrs",
-        StreamCommand::FlushCold { .. } => "FlushCold",
-        StreamCommand::CompactCold { .. } => "CompactCold",
-        StreamCommand::Close { .. } => "Close",
-        StreamCommand::DeleteStream { .. } => "DeleteStream",
-        StreamCommand::PurgeBucket { .. } => "PurgeBucket",
-        StreamCommand::AckColdGc { .. } => "AckColdGc",
-        StreamCommand::ImportSnapshot { .. } => "ImportSnapshot",
-        StreamCommand::SetBucketQuota { .. } => "SetBucketQuota",
-    }
-}
-
 /// The serde name of a response's error code, if it is an error.
 fn error_code_name(response: &StreamResponse) -> Option<String> {
     let code = response.error_code()?;
@@ -210,7 +185,7 @@ pub(crate) fn run(
                 break;
             }
         };
-        let kind = command_kind(&command);
+        let kind = command.kind();
         let response = machine.apply(command);
         summary.record(kind, &response);
         if args.responses {

@@ -232,6 +232,34 @@ pub enum StreamCommand {
     },
 }
 
+impl StreamCommand {
+    /// The variant's name, which is also its serde tag (`"CreateBucket"`,
+    /// `"Append"`, ...): for logs, metrics and per-kind summaries.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::CreateBucket { .. } => "CreateBucket",
+            Self::DeleteBucket { .. } => "DeleteBucket",
+            Self::CreateStream { .. } => "CreateStream",
+            Self::CreateExternal { .. } => "CreateExternal",
+            Self::Append { .. } => "Append",
+            Self::AppendExternal { .. } => "AppendExternal",
+            Self::AppendBatch { .. } => "AppendBatch",
+            Self::PublishSnapshot { .. } => "PublishSnapshot",
+            Self::AdvanceRetention { .. } => "AdvanceRetention",
+            Self::TouchStreamAccess { .. } => "TouchStreamAccess",
+            Self::UpdateStreamAttrs { .. } => "UpdateStreamAttrs",
+            Self::FlushCold { .. } => "FlushCold",
+            Self::CompactCold { .. } => "CompactCold",
+            Self::Close { .. } => "Close",
+            Self::DeleteStream { .. } => "DeleteStream",
+            Self::PurgeBucket { .. } => "PurgeBucket",
+            Self::AckColdGc { .. } => "AckColdGc",
+            Self::ImportSnapshot { .. } => "ImportSnapshot",
+            Self::SetBucketQuota { .. } => "SetBucketQuota",
+        }
+    }
+}
+
 impl fmt::Display for StreamCommand {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

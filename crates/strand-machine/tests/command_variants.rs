@@ -409,6 +409,7 @@ fn representatives_cover_every_variant_in_declaration_order() {
         assert_eq!(object.len(), 1);
         let (tag, inner) = object.iter().next().unwrap();
         assert_eq!(tag, variant_name(&command));
+        assert_eq!(command.kind(), tag, "kind() is the serde tag");
         assert!(inner.is_object(), "{tag} must be a struct variant");
     }
 }
