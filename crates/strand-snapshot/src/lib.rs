@@ -1,8 +1,10 @@
-//! The group snapshot wire types and their structural validation (spec area
-//! 07).
+//! The group snapshot wire types, their structural validation (spec area
+//! 07) and the snapshot codecs (the reference JSON and strand's framed
+//! binary format).
 //!
-//! This crate owns what a snapshot looks like and which snapshots are
-//! well-formed. It must not know how a state machine is built from one.
+//! This crate owns what a snapshot looks like, which snapshots are
+//! well-formed, and how they become bytes and back. It must not know how a
+//! state machine is built from one.
 //!
 //! * Wire types: [`StreamSnapshot`], [`StreamSnapshotEntry`],
 //!   [`SharedColdObjectOwnersSnapshot`] (spec 07 §2, exact serde shapes).
