@@ -45,5 +45,6 @@ pub use codec::{
 pub use command::StreamCommand;
 pub use machine::StreamStateMachine;
 pub use persist::MachineRestorer;
+pub use read::HotRead;
 pub use response::{StreamErrorCode, StreamErrorContext, StreamResponse};
 pub use strand_snapshot::SnapshotTail;

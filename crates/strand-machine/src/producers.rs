@@ -193,6 +193,11 @@ impl Producers {
         }
     }
 
+    /// A producer's `(epoch, last accepted seq)`, if it has state.
+    pub(crate) fn position(&self, producer_id: &str) -> Option<(u64, u64)> {
+        self.get(producer_id).map(|s| (s.epoch, s.seq))
+    }
+
     /// The latest items of a producer (for `record_range_for_append`).
     pub(crate) fn last_items(&self, producer_id: &str) -> Option<&[ProducerAppendRecord]> {
         self.get(producer_id).map(|s| s.last_items.as_slice())

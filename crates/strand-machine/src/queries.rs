@@ -241,4 +241,19 @@ impl StreamStateMachine {
             closed: slot.metadata.status == StreamStatus::Closed,
         })
     }
+
+    /// The `(epoch, last accepted seq)` of one producer on a stream, if the
+    /// stream exists and the producer has state there. A front end uses it
+    /// to answer a deduplicated retry with the producer's highest accepted
+    /// sequence rather than the retried one.
+    pub fn producer_position(
+        &self,
+        stream_id: &BucketStreamId,
+        producer_id: &str,
+    ) -> Option<(u64, u64)> {
+        self.registry
+            .get(stream_id)?
+            .producers
+            .position(producer_id)
+    }
 }

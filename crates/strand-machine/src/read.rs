@@ -1,5 +1,6 @@
 //! Read planning and reads (spec 06 §5–§6).
 
+use bytes::Bytes;
 use strand_model::{
     BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, ObjectPayloadRef, StreamRead,
     StreamReadColdIndexSegment, StreamReadObjectSegment, StreamReadPlan, StreamReadSegment,
@@ -77,7 +78,115 @@ fn object_piece(
     }
 }
 
+/// A read served from the hot buffer without copying: the payload is a
+/// list of `Bytes` slices of the appended buffers, in offset order, whose
+/// lengths add up to `next_offset - offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HotRead {
+    /// Where the read starts.
+    pub offset: u64,
+    /// Where the next read should start.
+    pub next_offset: u64,
+    /// The stream's content type.
+    pub content_type: String,
+    /// The payload, as slices of the hot buffer.
+    pub slices: Vec<Bytes>,
+    /// Whether the read reached the stream's tail.
+    pub up_to_date: bool,
+    /// Whether the stream is closed.
+    pub closed: bool,
+}
+
+impl HotRead {
+    /// The payload length in bytes.
+    pub fn len(&self) -> u64 {
+        self.next_offset - self.offset
+    }
+
+    /// True when the read carries no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.next_offset == self.offset
+    }
+}
+
 impl StreamStateMachine {
+    /// Reads up to `max_len` bytes from `offset` out of the hot buffer
+    /// without copying them, testing expiry against `now_ms`. Errors as
+    /// [`read_plan_at`](Self::read_plan_at) does (`StreamNotFound`,
+    /// `OffsetOutOfRange`, `StreamGone`); a range that is not entirely hot
+    /// (flushed to the cold tier, or held in an external object) is
+    /// `InvalidColdFlush` with `next_offset` at the hot start: such reads
+    /// need [`read_plan_at`](Self::read_plan_at) and an object store.
+    pub fn read_hot_at(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        now_ms: u64,
+    ) -> Result<HotRead, StreamResponse> {
+        let slot = self
+            .registry
+            .get(stream_id)
+            .ok_or_else(|| not_found(stream_id))?;
+        if expired(&slot.metadata, now_ms) {
+            return Err(not_found(stream_id));
+        }
+        let tail = slot.metadata.tail_offset;
+        if offset > tail {
+            return Err(StreamResponse::error_at(
+                StreamErrorCode::OffsetOutOfRange,
+                tail,
+                format!("offset {offset} is beyond stream '{stream_id}' tail {tail}"),
+            ));
+        }
+        let retained = slot.retained_offset;
+        if offset < retained {
+            return Err(StreamResponse::error_at(
+                StreamErrorCode::StreamGone,
+                retained,
+                format!(
+                    "offset {offset} of stream '{stream_id}' is below retained offset {retained}"
+                ),
+            ));
+        }
+        let end = tail.min(offset.saturating_add(to_u64(max_len)));
+        let mut slices = Vec::new();
+        let mut cursor = offset;
+        for chunk in slot.hot.chunks() {
+            if cursor >= end {
+                break;
+            }
+            if chunk.end <= cursor {
+                continue;
+            }
+            if chunk.start > cursor {
+                break;
+            }
+            let to = chunk.end.min(end);
+            slices.push(
+                chunk
+                    .bytes
+                    .slice(to_usize(cursor - chunk.start)..to_usize(to - chunk.start)),
+            );
+            cursor = to;
+        }
+        if cursor < end {
+            return Err(StreamResponse::error_at(
+                StreamErrorCode::InvalidColdFlush,
+                cursor,
+                format!("stream '{stream_id}' range {cursor}..{end} is not in the hot buffer"),
+            ));
+        }
+        Ok(HotRead {
+            offset,
+            next_offset: end,
+            content_type: slot.metadata.content_type.clone(),
+            slices,
+            up_to_date: end == tail,
+            closed: slot.metadata.status == StreamStatus::Closed,
+        })
+    }
+
     /// `read_plan_at` at time 0.
     pub fn read_plan(
         &self,

@@ -16,7 +16,7 @@
 
 pub use strand_integrity::StreamIntegritySnapshot;
 pub use strand_machine::{
-    MachineRestorer, SnapshotTail, StreamCommand, StreamErrorCode, StreamErrorContext,
+    HotRead, MachineRestorer, SnapshotTail, StreamCommand, StreamErrorCode, StreamErrorContext,
     StreamResponse, StreamStateMachine,
 };
 pub use strand_machine::{RestoreError, restore_from, restore_from_with_limits, write_snapshot};

@@ -1,0 +1,400 @@
+//! The engine: a node's groups, each behind its owner task, and the
+//! routing of requests to them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use strand::{
+    BucketStreamId, BucketUsageSnapshot, StreamCommand, StreamResponse, StreamStateMachine,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::clock::{Clock, SystemClock};
+use crate::group::{self, Op};
+use crate::ops::{HeadOutcome, ReadFrom, ReadOutcome, WriteOutcome, WriteRequest};
+use crate::placement::group_of;
+use crate::waiters::Wake;
+
+/// How an engine is sized.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Number of groups (state machines); at least 1.
+    pub groups: usize,
+    /// Requests a group's queue holds before callers get
+    /// [`EngineError::Busy`].
+    pub queue_depth: usize,
+    /// Live readers (long-poll and SSE) the node parks at once.
+    pub max_waiters: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            groups: 4,
+            queue_depth: 4096,
+            max_waiters: 10_000,
+        }
+    }
+}
+
+/// Why the engine could not serve a request (as opposed to the machine
+/// answering it with an error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// A group's queue is full: back-pressure, retry later.
+    #[error("the group's request queue is full")]
+    Busy,
+    /// The node parks as many live readers as it allows.
+    #[error("too many live readers")]
+    TooManyWaiters,
+    /// The engine is shutting down.
+    #[error("the engine is shutting down")]
+    Shutdown,
+}
+
+/// What a live-read wait ended with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// The stream changed (or is gone): read again.
+    Changed,
+    /// Nothing happened before the deadline.
+    TimedOut,
+    /// The engine is shutting down.
+    Shutdown,
+}
+
+/// A permit to park one live reader; dropping it frees the place.
+#[derive(Debug)]
+pub struct WaiterPermit(#[allow(dead_code)] OwnedSemaphorePermit);
+
+struct Group {
+    tx: mpsc::Sender<Op>,
+}
+
+/// A node's groups of state machines. Cheap to clone; every clone talks to
+/// the same groups.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    groups: Vec<Group>,
+    clock: Arc<dyn Clock>,
+    waiters: Arc<Semaphore>,
+    shutdown: watch::Sender<bool>,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("groups", &self.inner.groups.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Starts an engine on the current tokio runtime with the system clock.
+    pub fn start(config: EngineConfig) -> Self {
+        Self::start_with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// Starts an engine with the given clock (tests inject a
+    /// [`ManualClock`](crate::ManualClock)).
+    pub fn start_with_clock(config: EngineConfig, clock: Arc<dyn Clock>) -> Self {
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let mut groups = Vec::new();
+        let mut tasks = Vec::new();
+        for _ in 0..config.groups.max(1) {
+            let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
+            tasks.push(tokio::spawn(group::run(rx, shutdown_rx.clone())));
+            groups.push(Group { tx });
+        }
+        Self {
+            inner: Arc::new(Inner {
+                groups,
+                clock,
+                waiters: Arc::new(Semaphore::new(config.max_waiters)),
+                shutdown,
+                tasks: std::sync::Mutex::new(tasks),
+            }),
+        }
+    }
+
+    /// The number of groups.
+    pub fn group_count(&self) -> usize {
+        self.inner.groups.len()
+    }
+
+    /// The edge clock's time, read once per request.
+    pub fn now_ms(&self) -> u64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// The group that owns a stream.
+    pub fn group_for(&self, id: &BucketStreamId) -> usize {
+        group_of(id, self.inner.groups.len())
+    }
+
+    async fn call<R>(
+        &self,
+        group: usize,
+        op: impl FnOnce(oneshot::Sender<R>) -> Op,
+    ) -> Result<R, EngineError> {
+        let (tx, rx) = oneshot::channel();
+        let sender = &self.inner.groups[group % self.inner.groups.len()].tx;
+        match sender.try_send(op(tx)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => return Err(EngineError::Busy),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(EngineError::Shutdown),
+        }
+        rx.await.map_err(|_| EngineError::Shutdown)
+    }
+
+    /// Applies a command in the group of `placement` (the stream it names,
+    /// or any id of the affinity group it concerns).
+    pub async fn apply(
+        &self,
+        placement: &BucketStreamId,
+        command: StreamCommand,
+    ) -> Result<StreamResponse, EngineError> {
+        self.call(self.group_for(placement), |reply| Op::Apply {
+            command,
+            reply,
+        })
+        .await
+    }
+
+    /// Applies a command in every group, in group order (bucket-wide
+    /// commands: create, quota, purge).
+    pub async fn apply_all(
+        &self,
+        command: StreamCommand,
+    ) -> Result<Vec<StreamResponse>, EngineError> {
+        let mut out = Vec::with_capacity(self.inner.groups.len());
+        for group in 0..self.inner.groups.len() {
+            let command = command.clone();
+            out.push(
+                self.call(group, |reply| Op::Apply { command, reply })
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Creates a stream (a `CreateStream` command), creating its bucket in
+    /// the stream's group first when the bucket is missing there. With
+    /// `media_type_match`, a content type naming the existing stream's media
+    /// type (case-insensitive, parameters ignored) counts as the same, so
+    /// an idempotent create does not conflict on spelling.
+    pub async fn create_stream(
+        &self,
+        command: StreamCommand,
+        media_type_match: bool,
+    ) -> Result<StreamResponse, EngineError> {
+        let group = match &command {
+            StreamCommand::CreateStream { stream_id, .. } => self.group_for(stream_id),
+            _ => 0,
+        };
+        self.call(group, |reply| Op::Create {
+            command,
+            media_type_match,
+            reply,
+        })
+        .await
+    }
+
+    /// An append, append-and-close or close, timed by the edge clock.
+    pub async fn write(&self, request: WriteRequest) -> Result<WriteOutcome, EngineError> {
+        let now_ms = self.now_ms();
+        let group = self.group_for(&request.stream_id);
+        self.call(group, |reply| Op::Write {
+            request: Box::new(request),
+            now_ms,
+            reply,
+        })
+        .await
+    }
+
+    /// Deletes a stream; an expired stream is not found.
+    pub async fn delete(&self, stream_id: BucketStreamId) -> Result<StreamResponse, EngineError> {
+        let now_ms = self.now_ms();
+        self.call(self.group_for(&stream_id), |reply| Op::Delete {
+            stream_id,
+            now_ms,
+            reply,
+        })
+        .await
+    }
+
+    /// A stream's metadata, `None` when missing or expired. Does not renew
+    /// a TTL.
+    pub async fn head(&self, stream_id: BucketStreamId) -> Result<HeadOutcome, EngineError> {
+        let now_ms = self.now_ms();
+        self.call(self.group_for(&stream_id), |reply| Op::Head {
+            stream_id,
+            now_ms,
+            reply,
+        })
+        .await
+    }
+
+    /// Reads up to `max_len` bytes, renewing the stream's TTL when due.
+    pub async fn read(
+        &self,
+        stream_id: BucketStreamId,
+        from: ReadFrom,
+        max_len: usize,
+    ) -> Result<ReadOutcome, EngineError> {
+        let now_ms = self.now_ms();
+        self.call(self.group_for(&stream_id), |reply| Op::Read {
+            stream_id,
+            from,
+            max_len,
+            now_ms,
+            reply,
+        })
+        .await
+    }
+
+    /// Takes a place for one live reader, or fails when the node's limit is
+    /// reached.
+    pub fn waiter_permit(&self) -> Result<WaiterPermit, EngineError> {
+        Arc::clone(&self.inner.waiters)
+            .try_acquire_owned()
+            .map(WaiterPermit)
+            .map_err(|_| EngineError::TooManyWaiters)
+    }
+
+    /// Waits until the stream's tail passes `offset`, it closes or goes
+    /// away, or `timeout` passes. Costs no CPU while parked.
+    pub async fn wait(
+        &self,
+        stream_id: BucketStreamId,
+        offset: u64,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, EngineError> {
+        let (tx, rx) = oneshot::channel();
+        let sender = &self.inner.groups[self.group_for(&stream_id)].tx;
+        sender
+            .try_send(Op::Wait {
+                stream_id,
+                offset,
+                reply: tx,
+            })
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => EngineError::Busy,
+                mpsc::error::TrySendError::Closed(_) => EngineError::Shutdown,
+            })?;
+        match tokio::time::timeout(timeout, rx).await {
+            Err(_) => Ok(WaitOutcome::TimedOut),
+            Ok(Ok(Wake::Changed)) => Ok(WaitOutcome::Changed),
+            Ok(Ok(Wake::Shutdown)) | Ok(Err(_)) => Ok(WaitOutcome::Shutdown),
+        }
+    }
+
+    /// Runs a read-only query on the machine of `placement`'s group.
+    pub async fn query<R: Send + 'static>(
+        &self,
+        placement: &BucketStreamId,
+        f: impl FnOnce(&StreamStateMachine) -> R + Send + 'static,
+    ) -> Result<R, EngineError> {
+        self.query_group(self.group_for(placement), f).await
+    }
+
+    /// Runs a read-only query on one group's machine.
+    pub async fn query_group<R: Send + 'static>(
+        &self,
+        group: usize,
+        f: impl FnOnce(&StreamStateMachine) -> R + Send + 'static,
+    ) -> Result<R, EngineError> {
+        self.call(group, |reply| {
+            Op::Query(Box::new(move |machine| {
+                let _ = reply.send(f(machine));
+            }))
+        })
+        .await
+    }
+
+    /// A bucket's usage summed over the groups; `None` when no group knows
+    /// the bucket.
+    pub async fn bucket_usage(
+        &self,
+        bucket_id: &str,
+    ) -> Result<Option<BucketUsageSnapshot>, EngineError> {
+        let mut total: Option<BucketUsageSnapshot> = None;
+        for group in 0..self.inner.groups.len() {
+            let bucket = bucket_id.to_owned();
+            let found = self
+                .query_group(group, move |m| {
+                    m.bucket_usage_report()
+                        .into_iter()
+                        .find(|u| u.bucket_id == bucket)
+                })
+                .await?;
+            if let Some(u) = found {
+                total = Some(match total {
+                    None => u,
+                    Some(t) => add_usage(t, &u),
+                });
+            }
+        }
+        Ok(total)
+    }
+
+    /// Whether a bucket exists in any group.
+    pub async fn bucket_exists(&self, bucket_id: &str) -> Result<bool, EngineError> {
+        for group in 0..self.inner.groups.len() {
+            let bucket = bucket_id.to_owned();
+            if self
+                .query_group(group, move |m| m.bucket_exists(&bucket))
+                .await?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Hot bytes held by every group together.
+    pub async fn hot_bytes(&self) -> Result<u64, EngineError> {
+        let mut total = 0u64;
+        for group in 0..self.inner.groups.len() {
+            total = total.saturating_add(
+                self.query_group(group, |m| m.total_hot_payload_bytes())
+                    .await?,
+            );
+        }
+        Ok(total)
+    }
+
+    /// Stops every group: parked readers are woken with
+    /// [`WaitOutcome::Shutdown`], queued requests are dropped, and the
+    /// owner tasks end. Waits for them.
+    pub async fn shutdown(&self) {
+        let _ = self.inner.shutdown.send(true);
+        let tasks: Vec<JoinHandle<()>> = match self.inner.tasks.lock() {
+            Ok(mut guard) => guard.drain(..).collect(),
+            Err(poisoned) => poisoned.into_inner().drain(..).collect(),
+        };
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+fn add_usage(mut a: BucketUsageSnapshot, b: &BucketUsageSnapshot) -> BucketUsageSnapshot {
+    let (x, y) = (&mut a.usage, &b.usage);
+    x.committed_append_bytes = x
+        .committed_append_bytes
+        .saturating_add(y.committed_append_bytes);
+    x.committed_records = x.committed_records.saturating_add(y.committed_records);
+    x.committed_write_units = x
+        .committed_write_units
+        .saturating_add(y.committed_write_units);
+    x.retained_bytes = x.retained_bytes.saturating_add(y.retained_bytes);
+    x.stream_count = x.stream_count.saturating_add(y.stream_count);
+    a
+}

@@ -1,0 +1,28 @@
+//! strand-engine: a node's groups of `StreamStateMachine`s, independent of
+//! any transport.
+//!
+//! It owns placement (which group holds a stream, spec 08 §23), one owner
+//! task per group (requests reach a group only through its bounded queue;
+//! no lock is shared between groups), the edge clock (time read once per
+//! request and carried inside the command), and live-read waiters parked per
+//! stream and woken by that stream's append, close or delete. Reads come out
+//! of the hot buffer as `Bytes` slices, never copied.
+//!
+//! It must not know HTTP, headers or the Durable Streams wire format: the
+//! server crate parses requests into the typed calls of [`Engine`] and
+//! renders what they answer. Every state change goes through one seam (the
+//! group's commit), where a replicated engine proposes to the group's log
+//! instead of applying directly; the [`Engine`] interface stays the same.
+
+mod clock;
+mod engine;
+mod group;
+mod ops;
+mod placement;
+mod waiters;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use engine::{Engine, EngineConfig, EngineError, WaitOutcome, WaiterPermit};
+pub use group::{media_type, same_media_type};
+pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, WriteOutcome, WriteRequest};
+pub use placement::{fnv1a64, group_of, placement_hash};

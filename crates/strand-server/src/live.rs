@@ -1,0 +1,341 @@
+//! Reads: one page of a stream (shared with catch-up), long-poll, and SSE
+//! (spec 08 §6–§8, §25). A live reader parks on its stream in the engine
+//! and costs nothing until that stream changes.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use bytes::{Bytes, BytesMut};
+use strand::{HotRead, StreamErrorCode, StreamResponse};
+use strand_engine::{ReadFrom, WaitOutcome, WaiterPermit};
+
+use crate::errors::{ApiError, ApiResult};
+use crate::headers as h;
+use crate::json_mode;
+use crate::offsets;
+use crate::query::ReadQuery;
+use crate::routes::stream::{PageBody, StreamRequest, read_from};
+use crate::sse::{self, DataEncoding};
+use crate::state::AppState;
+use crate::time::next_cursor;
+
+/// One page of a stream, ready to render.
+pub struct Page {
+    /// Where it starts.
+    pub offset: u64,
+    /// Where the next read starts.
+    pub next_offset: u64,
+    /// The stream's content type.
+    pub content_type: String,
+    /// The page's body.
+    pub body: PageBody,
+    /// Whether it reached the tail.
+    pub up_to_date: bool,
+    /// Whether the stream is closed.
+    pub closed: bool,
+    /// Whether the page holds no data.
+    pub empty: bool,
+}
+
+/// Reads one page; a JSON page ends on a value boundary and renders as an
+/// array.
+pub async fn read_page(
+    state: &AppState,
+    target: &StreamRequest,
+    from: ReadFrom,
+) -> ApiResult<Page> {
+    let read = read_hot(state, target, from).await?;
+    Ok(page_of(read))
+}
+
+async fn read_hot(state: &AppState, target: &StreamRequest, from: ReadFrom) -> ApiResult<HotRead> {
+    let outcome = state
+        .engine
+        .read(target.id.clone(), from, state.config.read_page_bytes())
+        .await?;
+    outcome.map_err(|e| read_error(&e, target))
+}
+
+fn read_error(e: &StreamResponse, target: &StreamRequest) -> ApiError {
+    match e.error_code() {
+        Some(StreamErrorCode::InvalidColdFlush) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this range is in the cold tier, which this server does not serve yet",
+        ),
+        _ => ApiError::from_machine(e, target.layout),
+    }
+}
+
+fn page_of(mut read: HotRead) -> Page {
+    let json = strand::is_json_record_content_type(&read.content_type);
+    if json && !read.up_to_date {
+        let whole = json_mode::whole_values_len(&read.slices);
+        trim_slices(&mut read.slices, whole);
+        read.next_offset = read.offset + u64::try_from(whole).unwrap_or(0);
+        read.up_to_date = false;
+    }
+    let empty = read.slices.iter().all(Bytes::is_empty);
+    let body = if json {
+        PageBody::Rendered(json_mode::render_array(&read.slices))
+    } else {
+        PageBody::Slices(read.slices)
+    };
+    Page {
+        offset: read.offset,
+        next_offset: read.next_offset,
+        content_type: read.content_type,
+        body,
+        up_to_date: read.up_to_date,
+        closed: read.closed,
+        empty,
+    }
+}
+
+fn trim_slices(slices: &mut Vec<Bytes>, mut keep: usize) {
+    let mut out = Vec::with_capacity(slices.len());
+    for s in slices.drain(..) {
+        if keep == 0 {
+            break;
+        }
+        let take = keep.min(s.len());
+        out.push(s.slice(..take));
+        keep -= take;
+    }
+    *slices = out;
+}
+
+fn set(response: &mut Response, name: &'static str, value: impl AsRef<str>) {
+    if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
+        response
+            .headers_mut()
+            .insert(header::HeaderName::from_static(name), v);
+    }
+}
+
+fn permit(state: &AppState) -> ApiResult<WaiterPermit> {
+    state.engine.waiter_permit().map_err(ApiError::from)
+}
+
+/// `live=long-poll`: data now, or wait for it until the timeout.
+pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuery) -> ApiResult {
+    let Some(offset_text) = query.offset.as_deref() else {
+        return Err(ApiError::bad_request("live=long-poll needs an offset"));
+    };
+    let mut from = read_from(Some(offset_text))?;
+    let deadline = Instant::now() + state.config.long_poll_timeout();
+    let mut _permit = None;
+    let mut shutdown = state.shutdown.clone();
+    loop {
+        let page = read_page(state, target, from).await?;
+        let cursor = next_cursor(state.engine.now_ms(), query.cursor.as_deref()).to_string();
+        if !page.empty || page.closed {
+            let status = if page.empty {
+                StatusCode::NO_CONTENT
+            } else {
+                StatusCode::OK
+            };
+            let closed_end = page.closed && page.up_to_date;
+            let content_type = page.content_type.clone();
+            let mut out = if page.empty {
+                status.into_response()
+            } else {
+                page.body.into_response_body(status)
+            };
+            set(&mut out, "content-type", content_type);
+            set(&mut out, h::NEXT_OFFSET, offsets::render(page.next_offset));
+            if page.up_to_date {
+                set(&mut out, h::UP_TO_DATE, "true");
+            }
+            if closed_end {
+                set(&mut out, h::CLOSED, "true");
+            }
+            set(&mut out, h::CURSOR, cursor);
+            return Ok(out);
+        }
+        let now = Instant::now();
+        let timed_out = |offset: u64, cursor: String| {
+            let mut out = StatusCode::NO_CONTENT.into_response();
+            set(&mut out, h::NEXT_OFFSET, offsets::render(offset));
+            set(&mut out, h::UP_TO_DATE, "true");
+            set(&mut out, h::CURSOR, cursor);
+            out
+        };
+        if now >= deadline || *shutdown.borrow() {
+            return Ok(timed_out(page.next_offset, cursor));
+        }
+        if _permit.is_none() {
+            _permit = Some(permit(state)?);
+        }
+        from = ReadFrom::Offset(page.next_offset);
+        let wait = state
+            .engine
+            .wait(target.id.clone(), page.next_offset, deadline - now);
+        let outcome = tokio::select! {
+            outcome = wait => outcome?,
+            _ = shutdown.changed() => WaitOutcome::Shutdown,
+        };
+        match outcome {
+            WaitOutcome::Changed => {}
+            WaitOutcome::TimedOut | WaitOutcome::Shutdown => {
+                // A last look, so an append racing the deadline is not lost.
+                let page = read_page(state, target, from).await?;
+                if page.empty && !page.closed {
+                    return Ok(timed_out(page.next_offset, cursor));
+                }
+            }
+        }
+    }
+}
+
+/// `live=sse`: catch up, then stream new data as it arrives, a control
+/// event after every data event.
+pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> ApiResult {
+    let Some(offset_text) = query.offset.as_deref() else {
+        return Err(ApiError::bad_request("live=sse needs an offset"));
+    };
+    let from = read_from(Some(offset_text))?;
+    // The first read answers 404 and friends before the stream starts.
+    let first = read_hot(state, target, from).await?;
+    let permit = permit(state)?;
+    let encoding = DataEncoding::for_content_type(&first.content_type);
+    let session = SseSession {
+        state: state.clone(),
+        target: StreamRequest {
+            id: target.id.clone(),
+            layout: target.layout,
+            path: String::new(),
+        },
+        encoding,
+        cursor: query.cursor.clone(),
+        pending: Some(first),
+        offset: 0,
+        done: false,
+        announced: false,
+        started: Instant::now(),
+        _permit: permit,
+    };
+    let stream = futures_util::stream::unfold(session, |mut s| async move {
+        let chunk = s.next_chunk().await?;
+        Some((Ok::<Bytes, std::convert::Infallible>(chunk), s))
+    });
+    let mut out = Response::new(Body::from_stream(stream));
+    set(&mut out, "content-type", "text/event-stream");
+    set(&mut out, "cache-control", "no-cache");
+    if encoding == DataEncoding::Base64 {
+        set(&mut out, h::SSE_DATA_ENCODING, "base64");
+    }
+    Ok(out)
+}
+
+struct SseSession {
+    state: AppState,
+    target: StreamRequest,
+    encoding: DataEncoding,
+    cursor: Option<String>,
+    pending: Option<HotRead>,
+    offset: u64,
+    done: bool,
+    announced: bool,
+    started: Instant,
+    _permit: WaiterPermit,
+}
+
+impl SseSession {
+    /// The next bytes to send, or `None` to end the response.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        let mut shutdown = self.state.shutdown.clone();
+        let max = Duration::from_millis(self.state.config.sse_max_duration_ms.max(1));
+        loop {
+            let read = match self.pending.take() {
+                Some(read) => read,
+                None => {
+                    let outcome = self
+                        .state
+                        .engine
+                        .read(
+                            self.target.id.clone(),
+                            ReadFrom::Offset(self.offset),
+                            self.state.config.read_page_bytes(),
+                        )
+                        .await
+                        .ok()?;
+                    outcome.ok()?
+                }
+            };
+            let page = page_of(read);
+            self.offset = page.next_offset;
+            let next = offsets::render(page.next_offset);
+            let cursor =
+                next_cursor(self.state.engine.now_ms(), self.cursor.as_deref()).to_string();
+            let mut out = BytesMut::new();
+            if !page.empty {
+                let payload = match page.body {
+                    PageBody::Rendered(b) => b,
+                    PageBody::Slices(slices) => concat(slices),
+                };
+                match self.encoding {
+                    DataEncoding::Base64 => {
+                        let text = base64::engine::general_purpose::STANDARD.encode(&payload);
+                        sse::push_event(&mut out, "data", text.as_bytes());
+                    }
+                    DataEncoding::Text | DataEncoding::Json => {
+                        sse::push_event(&mut out, "data", &payload)
+                    }
+                }
+            }
+            let closed_end = page.closed && page.up_to_date;
+            if !page.empty || !self.announced || closed_end {
+                let control = sse::control_json(&next, Some(&cursor), page.up_to_date, closed_end);
+                sse::push_event(&mut out, "control", control.as_bytes());
+                self.announced = true;
+            }
+            if closed_end {
+                self.done = true;
+            }
+            if !out.is_empty() {
+                return Some(out.freeze());
+            }
+            // Caught up and idle: park until the stream changes.
+            let elapsed = self.started.elapsed();
+            if elapsed >= max || *shutdown.borrow() {
+                return None;
+            }
+            let timeout = self.state.config.long_poll_timeout().min(max - elapsed);
+            let wait = self
+                .state
+                .engine
+                .wait(self.target.id.clone(), self.offset, timeout);
+            let outcome = tokio::select! {
+                outcome = wait => outcome.ok()?,
+                _ = shutdown.changed() => WaitOutcome::Shutdown,
+            };
+            match outcome {
+                WaitOutcome::Changed => {}
+                WaitOutcome::Shutdown => return None,
+                WaitOutcome::TimedOut => {
+                    let control = sse::control_json(&next, Some(&cursor), true, false);
+                    let mut out = BytesMut::new();
+                    sse::push_event(&mut out, "control", control.as_bytes());
+                    return Some(out.freeze());
+                }
+            }
+        }
+    }
+}
+
+fn concat(slices: Vec<Bytes>) -> Bytes {
+    if slices.len() == 1 {
+        return slices.into_iter().next().unwrap_or_default();
+    }
+    let mut out = BytesMut::with_capacity(slices.iter().map(Bytes::len).sum());
+    for s in slices {
+        out.extend_from_slice(&s);
+    }
+    out.freeze()
+}

@@ -1,0 +1,188 @@
+//! Routing: the Durable Streams mount `/v1/stream/{name}`, the bucketed
+//! layout `/{bucket}/…`, and the server's own `/__strand/…` routes
+//! (spec 08 §21–§22).
+
+pub mod admin;
+pub mod stream;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use strand::BucketStreamId;
+
+use crate::errors::{ApiError, Layout};
+use crate::state::AppState;
+use stream::StreamRequest;
+
+/// The Durable Streams mount.
+pub const DS_PREFIX: &str = "/v1/stream/";
+
+/// The server's routes.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/__strand/health", get(health))
+        .fallback(dispatch)
+        .with_state(state)
+}
+
+async fn health() -> &'static str {
+    "ok\n"
+}
+
+async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
+    match route(state, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Splits a raw path into percent-decoded segments, refusing what no
+/// stream name may hold: non-UTF-8, NUL, `.` and `..` segments.
+pub fn segments(path: &str) -> Result<Vec<String>, ApiError> {
+    let mut out = Vec::new();
+    for raw in path.split('/').filter(|s| !s.is_empty()) {
+        let decoded = percent_decode(raw)
+            .ok_or_else(|| ApiError::bad_request("path is not valid percent-encoded UTF-8"))?;
+        if decoded == "." || decoded == ".." || decoded.contains('\0') {
+            return Err(ApiError::bad_request(
+                "path segments may not be '.', '..' or hold NUL",
+            ));
+        }
+        out.push(decoded);
+    }
+    Ok(out)
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn stream_id(bucket: &str, rest: &[String]) -> Result<BucketStreamId, ApiError> {
+    match rest {
+        [stream] => Ok(BucketStreamId::new(bucket, stream.as_str())),
+        [affinity, stream] => Ok(BucketStreamId::with_affinity(
+            bucket,
+            affinity.as_str(),
+            stream.as_str(),
+        )),
+        _ => Err(ApiError::not_found("no such resource")),
+    }
+}
+
+async fn route(state: AppState, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_owned();
+    let query = parts.uri.query().map(str::to_owned);
+    let method = parts.method.clone();
+    let headers = parts.headers;
+    if let Some(name) = path.strip_prefix(DS_PREFIX) {
+        let names = segments(name)?;
+        if names.is_empty() {
+            return Err(ApiError::not_found("no stream named"));
+        }
+        let bucket = state.config.default_bucket.clone();
+        let id = stream_id(&bucket, &names)?;
+        let target = StreamRequest {
+            id,
+            layout: Layout::DurableStreams,
+            path,
+        };
+        return stream::handle(state, target, method, query, headers, body).await;
+    }
+    let segs = segments(&path)?;
+    match segs.split_first() {
+        Some((first, rest)) if first == "__strand" => {
+            admin::handle(&state, &method, rest, body).await
+        }
+        Some((bucket, [])) => bucket_route(&state, &method, bucket).await,
+        Some((bucket, rest)) => {
+            let id = stream_id(bucket, rest)?;
+            let target = StreamRequest {
+                id,
+                layout: Layout::Bucketed,
+                path,
+            };
+            stream::handle(state, target, method, query, headers, body).await
+        }
+        None => Err(ApiError::not_found("no such resource")),
+    }
+}
+
+async fn bucket_route(
+    state: &AppState,
+    method: &Method,
+    bucket: &str,
+) -> Result<Response, ApiError> {
+    match *method {
+        Method::PUT => {
+            let responses = state
+                .engine
+                .apply_all(strand::StreamCommand::CreateBucket {
+                    bucket_id: bucket.to_owned(),
+                })
+                .await?;
+            let mut created = false;
+            for response in &responses {
+                match response {
+                    strand::StreamResponse::BucketCreated { .. } => created = true,
+                    strand::StreamResponse::BucketAlreadyExists { .. } => {}
+                    other => return Err(ApiError::from_machine(other, Layout::Bucketed)),
+                }
+            }
+            let status = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(status.into_response())
+        }
+        Method::HEAD | Method::GET => {
+            if state.engine.bucket_exists(bucket).await? {
+                Ok(StatusCode::OK.into_response())
+            } else {
+                Err(ApiError::not_found(format!("bucket '{bucket}' not found")))
+            }
+        }
+        _ => Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {method} is not allowed on a bucket"),
+        )),
+    }
+}
+
+/// An empty body, for handlers that ignore theirs.
+pub fn empty() -> Body {
+    Body::empty()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_decode_and_refuse() {
+        assert_eq!(segments("/a/b%20c/").unwrap(), ["a", "b c"]);
+        assert!(segments("/a/%2e%2e/b").is_err());
+        assert!(segments("/a/..").is_err());
+        assert!(segments("/a/%00").is_err());
+        assert!(segments("/a/%ff").is_err());
+        assert!(segments("/a/%4").is_err());
+    }
+}

@@ -1,0 +1,455 @@
+//! The stream resource: create (PUT), append and close (POST), metadata
+//! (HEAD), delete (DELETE) and reads (GET, with `live` handed to
+//! [`crate::live`]). Shared by the Durable Streams mount and the bucketed
+//! layout.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use strand::{BucketStreamId, StreamCommand, StreamMetadata, StreamResponse, StreamStatus};
+use strand_engine::{ReadFrom, WriteRequest};
+
+use crate::body::read_limited;
+use crate::errors::{ApiError, ApiResult, Layout};
+use crate::headers::{self as h, parse_decimal, parse_rfc3339_ms};
+use crate::json_mode::{self, JsonError};
+use crate::live;
+use crate::offsets;
+use crate::query::ReadQuery;
+use crate::state::AppState;
+use crate::time::render_rfc3339_ms;
+
+/// The default content type of a stream created without one.
+pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// One request on a stream resource.
+pub struct StreamRequest {
+    /// The stream.
+    pub id: BucketStreamId,
+    /// The layout it came through.
+    pub layout: Layout,
+    /// The request path, for `Location`.
+    pub path: String,
+}
+
+/// Dispatches by method.
+pub async fn handle(
+    state: AppState,
+    target: StreamRequest,
+    method: Method,
+    query: Option<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    match method {
+        Method::PUT => create(&state, &target, &headers, body).await,
+        Method::POST => append(&state, &target, &headers, body).await,
+        Method::GET => {
+            let query = ReadQuery::parse(query.as_deref())?;
+            read(&state, &target, &headers, query).await
+        }
+        Method::HEAD => head(&state, &target).await,
+        Method::DELETE => delete(&state, &target).await,
+        _ => Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {method} is not allowed on a stream"),
+        )
+        .with_header("allow", "GET, POST, PUT, DELETE, HEAD, OPTIONS")),
+    }
+}
+
+/// Whether a content type is shaped `type/subtype` (parameters allowed).
+fn well_formed_content_type(ct: &str) -> bool {
+    let media = strand_engine::media_type(ct);
+    match media.split_once('/') {
+        Some((t, s)) => {
+            let token =
+                |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_graphic() && b != b'/');
+            token(t) && token(s)
+        }
+        None => false,
+    }
+}
+
+fn is_json(ct: &str) -> bool {
+    strand::is_json_record_content_type(ct)
+}
+
+fn json_body(body: &[u8], allow_empty: bool) -> Result<Bytes, ApiError> {
+    json_mode::encode_body(body, allow_empty).map_err(|e| match e {
+        JsonError::Invalid(why) => ApiError::bad_request(format!("invalid JSON body: {why}")),
+        JsonError::EmptyArray => ApiError::bad_request("an empty JSON array appends nothing"),
+    })
+}
+
+fn closed_flag(headers: &HeaderMap) -> Result<bool, ApiError> {
+    Ok(h::single(headers, h::CLOSED)
+        .map_err(ApiError::bad_request)?
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")))
+}
+
+fn set(headers: &mut HeaderMap, name: &'static str, value: impl AsRef<str>) {
+    if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
+        headers.insert(header::HeaderName::from_static(name), v);
+    }
+}
+
+async fn create(
+    state: &AppState,
+    target: &StreamRequest,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult {
+    if headers.contains_key(h::FORKED_FROM) {
+        return Err(ApiError::bad_request("forks are not supported yet"));
+    }
+    let content_type = match h::single(headers, "content-type").map_err(ApiError::bad_request)? {
+        Some(ct) if well_formed_content_type(ct) => ct.trim().to_owned(),
+        _ => DEFAULT_CONTENT_TYPE.to_owned(),
+    };
+    let ttl = match h::single(headers, h::TTL).map_err(ApiError::bad_request)? {
+        None => None,
+        Some(v) => Some(parse_decimal(v).ok_or_else(|| {
+            ApiError::bad_request("Stream-TTL must be a non-negative whole number of seconds")
+        })?),
+    };
+    let expires = match h::single(headers, h::EXPIRES_AT).map_err(ApiError::bad_request)? {
+        None => None,
+        Some(v) => Some(parse_rfc3339_ms(v.trim()).ok_or_else(|| {
+            ApiError::bad_request("Stream-Expires-At must be an RFC 3339 timestamp")
+        })?),
+    };
+    if ttl.is_some() && expires.is_some() {
+        return Err(ApiError::bad_request(
+            "Stream-TTL and Stream-Expires-At cannot both be set",
+        ));
+    }
+    let closed = closed_flag(headers)?;
+    let body = read_limited(body, state.config.max_body_bytes).await?;
+    let payload = if is_json(&content_type) && !body.is_empty() {
+        json_body(&body, true)?
+    } else {
+        body
+    };
+    let stream_seq = h::single(headers, h::SEQ)
+        .map_err(ApiError::bad_request)?
+        .map(str::to_owned);
+    let now_ms = state.engine.now_ms();
+    let command = StreamCommand::CreateStream {
+        stream_id: target.id.clone(),
+        content_type: content_type.clone(),
+        initial_payload: payload,
+        close_after: closed,
+        stream_seq,
+        producer: None,
+        stream_ttl_seconds: ttl,
+        stream_expires_at_ms: expires,
+        attrs: None,
+        now_ms,
+    };
+    let response = state.engine.create_stream(command, true).await?;
+    let (status, next_offset, closed, content_type) = match response {
+        StreamResponse::Created {
+            next_offset,
+            closed,
+            ..
+        } => (StatusCode::CREATED, next_offset, closed, content_type),
+        StreamResponse::AlreadyExists {
+            next_offset,
+            closed,
+            content_type,
+            ..
+        } => (StatusCode::OK, next_offset, closed, content_type),
+        other => return Err(ApiError::from_machine(&other, target.layout)),
+    };
+    let mut out = status.into_response();
+    let hs = out.headers_mut();
+    set(hs, "content-type", &content_type);
+    set(hs, h::NEXT_OFFSET, offsets::render(next_offset));
+    if closed {
+        set(hs, h::CLOSED, "true");
+    }
+    if status == StatusCode::CREATED {
+        set(hs, "location", location(headers, &target.path));
+    }
+    Ok(out)
+}
+
+fn location(headers: &HeaderMap, path: &str) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}{path}")
+}
+
+async fn append(
+    state: &AppState,
+    target: &StreamRequest,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let close = closed_flag(headers)?;
+    let producer = h::producer(headers).map_err(ApiError::bad_request)?;
+    let stream_seq = h::single(headers, h::SEQ)
+        .map_err(ApiError::bad_request)?
+        .map(str::to_owned);
+    let content_type = h::single(headers, "content-type")
+        .map_err(ApiError::bad_request)?
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty());
+    let body = read_limited(body, state.config.max_body_bytes).await?;
+    if body.is_empty() && !close {
+        return Err(ApiError::bad_request(
+            "an append needs a body (or Stream-Closed: true)",
+        ));
+    }
+    if !body.is_empty() && content_type.is_none() {
+        return Err(ApiError::bad_request(
+            "an append with a body needs a Content-Type",
+        ));
+    }
+    let payload = match &content_type {
+        Some(ct) if is_json(ct) && !body.is_empty() => match json_body(&body, false) {
+            Ok(payload) => payload,
+            Err(error) => return Err(mismatch_or(state, target, ct, error).await),
+        },
+        _ => body,
+    };
+    let has_producer = producer.is_some();
+    let outcome = state
+        .engine
+        .write(WriteRequest {
+            stream_id: target.id.clone(),
+            content_type,
+            media_type_match: true,
+            payload,
+            close,
+            stream_seq,
+            producer,
+        })
+        .await?;
+    let position = outcome.producer_position;
+    let (status, next_offset, closed, producer_echo) = match outcome.response {
+        StreamResponse::Appended {
+            next_offset,
+            closed,
+            deduplicated,
+            producer,
+            ..
+        } => {
+            let status = if has_producer && !deduplicated {
+                StatusCode::OK
+            } else {
+                StatusCode::NO_CONTENT
+            };
+            // A duplicate answers with the highest accepted sequence.
+            let echo = match (deduplicated, position, producer) {
+                (true, Some((epoch, seq)), _) => Some((epoch, seq)),
+                (_, _, Some(p)) => Some((p.producer_epoch, p.producer_seq)),
+                _ => None,
+            };
+            (status, next_offset, closed, echo)
+        }
+        StreamResponse::Closed {
+            next_offset,
+            deduplicated,
+            producer,
+        } => {
+            let echo = match (deduplicated, position, producer) {
+                (true, Some((epoch, seq)), _) => Some((epoch, seq)),
+                (_, _, Some(p)) => Some((p.producer_epoch, p.producer_seq)),
+                (_, Some(pos), None) if has_producer => Some(pos),
+                _ => None,
+            };
+            (StatusCode::NO_CONTENT, next_offset, true, echo)
+        }
+        other => return Err(ApiError::from_machine(&other, target.layout)),
+    };
+    let mut out = status.into_response();
+    let hs = out.headers_mut();
+    set(hs, h::NEXT_OFFSET, offsets::render(next_offset));
+    if closed {
+        set(hs, h::CLOSED, "true");
+    }
+    if let Some((epoch, seq)) = producer_echo {
+        set(hs, h::PRODUCER_EPOCH, epoch.to_string());
+        set(hs, h::PRODUCER_SEQ, seq.to_string());
+    }
+    Ok(out)
+}
+
+/// A JSON body that did not parse is a content-type mismatch (409) when
+/// the stream is not a JSON stream at all; else the parse error stands.
+async fn mismatch_or(
+    state: &AppState,
+    target: &StreamRequest,
+    given: &str,
+    error: ApiError,
+) -> ApiError {
+    match state.engine.head(target.id.clone()).await {
+        Ok(Some(meta)) if !strand_engine::same_media_type(given, &meta.content_type) => {
+            ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "content type {given:?} does not match the stream's {:?}",
+                    meta.content_type
+                ),
+            )
+            .with_header(h::NEXT_OFFSET, offsets::render(meta.tail_offset))
+        }
+        Ok(None) => ApiError::not_found(format!("stream '{}' not found", target.id)),
+        _ => error,
+    }
+}
+
+/// Headers describing a stream's metadata (HEAD, and beside reads).
+fn metadata_headers(hs: &mut HeaderMap, meta: &StreamMetadata) {
+    set(hs, "content-type", &meta.content_type);
+    set(hs, h::NEXT_OFFSET, offsets::render(meta.tail_offset));
+    if meta.status == StreamStatus::Closed {
+        set(hs, h::CLOSED, "true");
+    }
+    if let Some(ttl) = meta.stream_ttl_seconds {
+        set(hs, h::TTL, ttl.to_string());
+    }
+    if let Some(at) = meta.stream_expires_at_ms {
+        set(hs, h::EXPIRES_AT, render_rfc3339_ms(at));
+    }
+}
+
+async fn head(state: &AppState, target: &StreamRequest) -> ApiResult {
+    let Some(meta) = state.engine.head(target.id.clone()).await? else {
+        return Err(ApiError::not_found(format!(
+            "stream '{}' not found",
+            target.id
+        )));
+    };
+    let mut out = StatusCode::OK.into_response();
+    let hs = out.headers_mut();
+    metadata_headers(hs, &meta);
+    set(hs, "cache-control", "no-store");
+    set(
+        hs,
+        "etag",
+        etag(
+            meta.tail_offset,
+            meta.tail_offset,
+            meta.status == StreamStatus::Closed,
+        ),
+    );
+    Ok(out)
+}
+
+async fn delete(state: &AppState, target: &StreamRequest) -> ApiResult {
+    match state.engine.delete(target.id.clone()).await? {
+        StreamResponse::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),
+        other => Err(ApiError::from_machine(&other, target.layout)),
+    }
+}
+
+/// The entity tag of a read: where it started, where it ended, and
+/// whether it ended a closed stream.
+pub fn etag(offset: u64, next_offset: u64, closed_end: bool) -> String {
+    format!(
+        "\"{}:{}{}\"",
+        offsets::render(offset),
+        offsets::render(next_offset),
+        if closed_end { ":c" } else { "" }
+    )
+}
+
+/// Resolves a query's offset text.
+pub fn read_from(text: Option<&str>) -> Result<ReadFrom, ApiError> {
+    match text {
+        None => Ok(ReadFrom::Start),
+        Some(t) => offsets::parse(t).map_err(|e| match e {
+            offsets::OffsetError::Malformed => {
+                ApiError::bad_request(format!("invalid offset {t:?}"))
+            }
+            offsets::OffsetError::TooLarge => {
+                ApiError::bad_request(format!("offset {t:?} is beyond any stream"))
+            }
+        }),
+    }
+}
+
+async fn read(
+    state: &AppState,
+    target: &StreamRequest,
+    headers: &HeaderMap,
+    query: ReadQuery,
+) -> ApiResult {
+    match query.live.as_deref() {
+        None => {}
+        Some("long-poll") => return live::long_poll(state, target, query).await,
+        Some("sse") => return live::sse(state, target, query).await,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "live must be long-poll or sse, not {other:?}"
+            )));
+        }
+    }
+    let from = read_from(query.offset.as_deref())?;
+    let page = live::read_page(state, target, from).await?;
+    let closed_end = page.closed && page.up_to_date;
+    let mut out = page.body.into_response_body(StatusCode::OK);
+    let hs = out.headers_mut();
+    set(hs, "content-type", &page.content_type);
+    set(hs, h::NEXT_OFFSET, offsets::render(page.next_offset));
+    if page.up_to_date {
+        set(hs, h::UP_TO_DATE, "true");
+    }
+    if closed_end {
+        set(hs, h::CLOSED, "true");
+    }
+    if from == ReadFrom::Tail {
+        set(hs, "cache-control", "no-store");
+        return Ok(out);
+    }
+    let tag = etag(page.offset, page.next_offset, closed_end);
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+    if matches {
+        let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
+        set(not_modified.headers_mut(), "etag", &tag);
+        return Ok(not_modified);
+    }
+    set(hs, "etag", &tag);
+    Ok(out)
+}
+
+/// A read's body: slices streamed as they are, or one rendered buffer.
+pub enum PageBody {
+    /// Hot-buffer slices, sent without copying.
+    Slices(Vec<Bytes>),
+    /// A rendered body (JSON arrays).
+    Rendered(Bytes),
+}
+
+impl PageBody {
+    /// Whether the body carries no bytes.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Self::Slices(s) => s.iter().all(Bytes::is_empty),
+            Self::Rendered(b) => b.is_empty(),
+        }
+    }
+
+    /// A response with this body.
+    pub fn into_response_body(self, status: StatusCode) -> Response {
+        let body = match self {
+            Self::Rendered(b) => Body::from(b),
+            Self::Slices(mut s) if s.len() <= 1 => Body::from(s.pop().unwrap_or_default()),
+            Self::Slices(s) => Body::from_stream(futures_util::stream::iter(
+                s.into_iter().map(Ok::<Bytes, std::convert::Infallible>),
+            )),
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        response
+    }
+}

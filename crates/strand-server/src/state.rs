@@ -1,0 +1,20 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use strand_engine::Engine;
+use tokio::sync::watch;
+
+use crate::config::Config;
+
+/// The server's shared state: configuration, the engine, and the signal
+/// that ends live reads at shutdown.
+#[derive(Clone)]
+pub struct AppState {
+    /// The configuration.
+    pub config: Arc<Config>,
+    /// The node's groups.
+    pub engine: Engine,
+    /// Becomes `true` when the server starts shutting down.
+    pub shutdown: watch::Receiver<bool>,
+}
