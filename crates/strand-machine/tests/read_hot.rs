@@ -70,7 +70,10 @@ fn reads_slices_of_the_appended_buffers_without_copying() {
 fn pages_and_bounds() {
     let (m, _) = machine_with(&[b"abcdef", b"ghij"]);
     let page = m.read_hot_at(&id(), 0, 8, 5).unwrap();
-    assert_eq!((page.next_offset, page.up_to_date, page.len()), (8, false, 8));
+    assert_eq!(
+        (page.next_offset, page.up_to_date, page.len()),
+        (8, false, 8)
+    );
     let tail = m.read_hot_at(&id(), 10, 8, 5).unwrap();
     assert!(tail.is_empty() && tail.up_to_date && tail.slices.is_empty());
     let beyond = m.read_hot_at(&id(), 11, 8, 5).unwrap_err();

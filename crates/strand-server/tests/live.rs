@@ -1,0 +1,266 @@
+//! Long-poll and SSE against a real server: immediate data, parking until
+//! an append or close, timeouts, SSE framing and the end of a closed
+//! stream.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, off, read_sse};
+use hyper::StatusCode;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_returns_data_at_once_or_waits_for_it() {
+    let s = TestServer::start_with(|c| c.long_poll_timeout_ms = 5_000).await;
+    s.put("/v1/stream/lp").text("abc").send().await;
+    let now = s.get("/v1/stream/lp?offset=-1&live=long-poll").send().await;
+    assert_eq!((now.status, now.text()), (StatusCode::OK, "abc"));
+    assert!(
+        now.h("stream-cursor")
+            .unwrap()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+    );
+    assert_eq!(now.h("stream-up-to-date"), Some("true"));
+
+    // A reader at the tail parks until the append.
+    let url = format!("/v1/stream/lp?offset={}&live=long-poll", off(3));
+    let waiting = tokio::spawn({
+        let req = s.get(&url);
+        async move { req.send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished());
+    s.post("/v1/stream/lp").text("de").send().await;
+    let woken = tokio::time::timeout(Duration::from_secs(3), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((woken.status, woken.text()), (StatusCode::OK, "de"));
+    assert_eq!(woken.next(), off(5));
+
+    // `offset=now` waits from the tail; a close wakes it with 204.
+    let waiting = tokio::spawn({
+        let req = s.get("/v1/stream/lp?offset=now&live=long-poll");
+        async move { req.send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.post("/v1/stream/lp")
+        .header("stream-closed", "true")
+        .send()
+        .await;
+    let closed = tokio::time::timeout(Duration::from_secs(3), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(closed.status, StatusCode::NO_CONTENT);
+    assert_eq!(closed.h("stream-closed"), Some("true"));
+    assert_eq!(closed.next(), off(5));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_times_out_with_204_and_a_cursor() {
+    let s = TestServer::start().await;
+    s.put("/v1/stream/idle").text("x").send().await;
+    let r = s
+        .get(&format!("/v1/stream/idle?offset={}&live=long-poll", off(1)))
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(r.next(), off(1));
+    assert_eq!(r.h("stream-up-to-date"), Some("true"));
+    let cursor: u64 = r.h("stream-cursor").unwrap().parse().unwrap();
+    // Echoing the cursor gives a larger one.
+    let again = s
+        .get(&format!(
+            "/v1/stream/idle?offset={}&live=long-poll&cursor={cursor}",
+            off(1)
+        ))
+        .send()
+        .await;
+    let next: u64 = again.h("stream-cursor").unwrap().parse().unwrap();
+    assert!(next > cursor);
+    assert_eq!(
+        s.get("/v1/stream/none?offset=-1&live=long-poll")
+            .send()
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_wakes_a_parked_reader() {
+    let s = TestServer::start_with(|c| c.long_poll_timeout_ms = 5_000).await;
+    s.put("/v1/stream/d").text("x").send().await;
+    let waiting = tokio::spawn({
+        let req = s.get(&format!("/v1/stream/d?offset={}&live=long-poll", off(1)));
+        async move { req.send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.delete("/v1/stream/d").send().await;
+    let r = tokio::time::timeout(Duration::from_secs(3), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_catches_up_then_streams_with_a_control_after_every_event() {
+    let s = TestServer::start_with(|c| c.long_poll_timeout_ms = 5_000).await;
+    s.put("/v1/stream/s").text("line1\nline2").send().await;
+    let response = s.get("/v1/stream/s?offset=-1&live=sse").open().await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    assert_eq!(response.headers()["cache-control"], "no-cache");
+    assert!(response.headers().get("stream-sse-data-encoding").is_none());
+    let appender = {
+        let req = s.post("/v1/stream/s").text("more");
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            req.send().await
+        })
+    };
+    let text = read_sse(response, Duration::from_secs(3), |t| {
+        t.matches("event: control").count() >= 2
+    })
+    .await;
+    appender.await.unwrap();
+    let expected_first = format!(
+        "event: data\ndata:line1\ndata:line2\n\nevent: control\ndata:{{\"streamNextOffset\":\"{}\",\"streamCursor\":\"",
+        off(11)
+    );
+    assert!(text.starts_with(&expected_first), "{text}");
+    assert!(text.contains("\"upToDate\":true}\n\n"), "{text}");
+    let second = &text[text.find("}\n\n").unwrap() + 3..];
+    assert!(
+        second.starts_with("event: data\ndata:more\n\nevent: control\n"),
+        "{second}"
+    );
+    assert!(second.contains(&off(15)), "{second}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_binary_is_base64_and_a_close_ends_the_response() {
+    let s = TestServer::start().await;
+    s.put("/v1/stream/sb")
+        .header("content-type", "application/octet-stream")
+        .body(vec![0u8, 255, 10])
+        .send()
+        .await;
+    s.post("/v1/stream/sb")
+        .header("stream-closed", "true")
+        .send()
+        .await;
+    let response = s.get("/v1/stream/sb?offset=-1&live=sse").open().await;
+    assert_eq!(response.headers()["stream-sse-data-encoding"], "base64");
+    // The whole response, ended by the server.
+    let text = read_sse(response, Duration::from_secs(3), |_| false).await;
+    assert_eq!(
+        text,
+        format!(
+            "event: data\ndata:AP8K\n\nevent: control\ndata:{{\"streamNextOffset\":\"{}\",\"streamClosed\":true}}\n\n",
+            off(3)
+        )
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_json_events_are_arrays_and_empty_streams_announce_their_offset() {
+    let s = TestServer::start().await;
+    s.put("/v1/stream/sj")
+        .header("content-type", "application/json")
+        .send()
+        .await;
+    let response = s.get("/v1/stream/sj?offset=-1&live=sse").open().await;
+    let writer = {
+        let req = s
+            .post("/v1/stream/sj")
+            .header("content-type", "application/json")
+            .body(r#"[{"a":1},{"b":2}]"#);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            req.send().await
+        })
+    };
+    let text = read_sse(response, Duration::from_secs(3), |t| {
+        t.contains("event: data") && t.matches("event: control").count() >= 2
+    })
+    .await;
+    writer.await.unwrap();
+    let first = format!("event: control\ndata:{{\"streamNextOffset\":\"{}\"", off(0));
+    assert!(text.starts_with(&first), "{text}");
+    assert!(
+        text.contains("event: data\ndata:[{\"a\":1},{\"b\":2}]\n\n"),
+        "{text}"
+    );
+    assert_eq!(
+        s.get("/v1/stream/none?offset=-1&live=sse")
+            .send()
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_readers_are_bounded() {
+    let s = TestServer::start_with(|c| {
+        c.max_live_readers = 2;
+        c.long_poll_timeout_ms = 2_000;
+    })
+    .await;
+    s.put("/v1/stream/w").text("x").send().await;
+    let url = format!("/v1/stream/w?offset={}&live=long-poll", off(1));
+    let parked: Vec<_> = (0..2)
+        .map(|_| {
+            let req = s.get(&url);
+            tokio::spawn(async move { req.send().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let refused = s.get(&url).send().await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.h("retry-after"), Some("1"));
+    s.post("/v1/stream/w").text("y").send().await;
+    for p in parked {
+        assert_eq!(p.await.unwrap().status, StatusCode::OK);
+    }
+    // The places are free again.
+    let r = s
+        .get(&format!("/v1/stream/w?offset={}&live=long-poll", off(2)))
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_live_reads() {
+    let s = TestServer::start_with(|c| c.long_poll_timeout_ms = 60_000).await;
+    s.put("/v1/stream/z").text("x").send().await;
+    let sse = s
+        .get(&format!("/v1/stream/z?offset={}&live=sse", off(1)))
+        .open()
+        .await;
+    let lp = {
+        let req = s.get(&format!("/v1/stream/z?offset={}&live=long-poll", off(1)));
+        tokio::spawn(async move { req.send().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let reader = tokio::spawn(read_sse(sse, Duration::from_secs(20), |_| false));
+    let started = std::time::Instant::now();
+    s.stop().await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(lp.await.unwrap().status, StatusCode::NO_CONTENT);
+    let text = reader.await.unwrap();
+    assert!(text.starts_with("event: control\n"), "{text}");
+}
