@@ -12,7 +12,9 @@ use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
 use crate::group::{self, Op};
-use crate::ops::{HeadOutcome, ReadFrom, ReadOutcome, WriteOutcome, WriteRequest};
+use crate::ops::{
+    HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
+};
 use crate::placement::group_of;
 use crate::waiters::Wake;
 
@@ -213,6 +215,23 @@ impl Engine {
         self.call(group, |reply| Op::Write {
             request: Box::new(request),
             now_ms,
+            reply,
+        })
+        .await
+    }
+
+    /// Appends to several streams of one affinity group in one step: every
+    /// command must be an `Append` to a stream with the same bucket and
+    /// affinity key (so they share a group); on the first error nothing
+    /// is applied. Not yet a single replicated command: a replicated engine
+    /// must log it as one entry.
+    pub async fn transaction(
+        &self,
+        placement: &BucketStreamId,
+        commands: Vec<StreamCommand>,
+    ) -> Result<TransactionOutcome, EngineError> {
+        self.call(self.group_for(placement), |reply| Op::Transaction {
+            commands,
             reply,
         })
         .await

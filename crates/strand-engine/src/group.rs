@@ -9,7 +9,9 @@
 use strand::{BucketStreamId, StreamCommand, StreamResponse, StreamStateMachine};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::ops::{HeadOutcome, ReadFrom, ReadOutcome, WriteOutcome, WriteRequest};
+use crate::ops::{
+    HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
+};
 use crate::waiters::{Waiters, Wake};
 
 /// A query run on the group's machine inside its task.
@@ -59,6 +61,11 @@ pub(crate) enum Op {
         stream_id: BucketStreamId,
         offset: u64,
         reply: oneshot::Sender<Wake>,
+    },
+    /// Appends to several streams of one affinity group, all or nothing.
+    Transaction {
+        commands: Vec<StreamCommand>,
+        reply: oneshot::Sender<TransactionOutcome>,
     },
     /// A read-only query of the machine.
     Query(Query),
@@ -184,6 +191,17 @@ impl GroupCore {
                     let _ = reply.send(Wake::Changed);
                 }
             },
+            Op::Transaction { commands, reply } => {
+                let touched: Vec<BucketStreamId> =
+                    commands.iter().filter_map(touched_stream).collect();
+                let outcome = self.machine.append_transaction(commands);
+                if outcome.is_ok() {
+                    for id in &touched {
+                        self.waiters.wake(id);
+                    }
+                }
+                let _ = reply.send(outcome);
+            }
             Op::Query(query) => query(&self.machine),
         }
     }
@@ -224,6 +242,7 @@ impl GroupCore {
             close,
             stream_seq,
             producer,
+            record_match,
         } = request;
         if media_type_match
             && !payload.is_empty()
@@ -265,7 +284,7 @@ impl GroupCore {
                 stream_seq,
                 producer,
                 now_ms,
-                record_match: None,
+                record_match,
             }
         };
         let response = self.commit(command);

@@ -24,5 +24,5 @@ mod waiters;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Engine, EngineConfig, EngineError, WaitOutcome, WaiterPermit};
 pub use group::{media_type, same_media_type};
-pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, WriteOutcome, WriteRequest};
+pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};

@@ -34,7 +34,13 @@ pub struct WriteRequest {
     pub stream_seq: Option<String>,
     /// An idempotent producer request.
     pub producer: Option<ProducerRequest>,
+    /// Append only if the stream's next record equals this (JSON streams).
+    pub record_match: Option<u64>,
 }
+
+/// What an append transaction answered: one response per append, or the
+/// error that rolled the whole transaction back.
+pub type TransactionOutcome = Result<Vec<StreamResponse>, StreamResponse>;
 
 /// What a write answered.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,6 +30,16 @@ pub const PRODUCER_EXPECTED_SEQ: &str = "producer-expected-seq";
 pub const PRODUCER_RECEIVED_SEQ: &str = "producer-received-seq";
 /// `Stream-SSE-Data-Encoding`.
 pub const SSE_DATA_ENCODING: &str = "stream-sse-data-encoding";
+/// `Stream-Attrs` (bucketed layout): JSON stream attributes on create.
+pub const ATTRS: &str = "stream-attrs";
+/// `Stream-Record-Match` (bucketed layout): append only at this record.
+pub const RECORD_MATCH: &str = "stream-record-match";
+/// `Stream-Snapshot-Match`: the expected digest of the current snapshot.
+pub const SNAPSHOT_MATCH: &str = "stream-snapshot-match";
+/// `Stream-Snapshot-Offset`: a visible snapshot's offset.
+pub const SNAPSHOT_OFFSET: &str = "stream-snapshot-offset";
+/// `Stream-Snapshot-Digest`: a visible snapshot's digest.
+pub const SNAPSHOT_DIGEST: &str = "stream-snapshot-digest";
 /// `Stream-Forked-From`.
 pub const FORKED_FROM: &str = "stream-forked-from";
 

@@ -3,6 +3,7 @@
 //! (spec 08 §21–§22).
 
 pub mod admin;
+pub mod extensions;
 pub mod stream;
 
 use axum::Router;
@@ -112,6 +113,9 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
         }
         Some((bucket, [])) => bucket_route(&state, &method, bucket).await,
         Some((bucket, rest)) => {
+            if let Some(extension) = extensions::classify(bucket, rest) {
+                return extensions::handle(&state, extension, &method, &headers, body).await;
+            }
             let id = stream_id(bucket, rest)?;
             let target = StreamRequest {
                 id,

@@ -135,6 +135,14 @@ async fn create(
     let stream_seq = h::single(headers, h::SEQ)
         .map_err(ApiError::bad_request)?
         .map(str::to_owned);
+    let attrs = match h::single(headers, h::ATTRS).map_err(ApiError::bad_request)? {
+        None => None,
+        Some(v) => Some(serde_json::from_str(v).map_err(|e| {
+            ApiError::bad_request(format!(
+                "Stream-Attrs must be a JSON attributes object: {e}"
+            ))
+        })?),
+    };
     let now_ms = state.engine.now_ms();
     let command = StreamCommand::CreateStream {
         stream_id: target.id.clone(),
@@ -145,7 +153,7 @@ async fn create(
         producer: None,
         stream_ttl_seconds: ttl,
         stream_expires_at_ms: expires,
-        attrs: None,
+        attrs,
         now_ms,
     };
     let response = state.engine.create_stream(command, true).await?;
@@ -199,6 +207,13 @@ async fn append(
         .map_err(ApiError::bad_request)?
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty());
+    let record_match =
+        match h::single(headers, h::RECORD_MATCH).map_err(ApiError::bad_request)? {
+            None => None,
+            Some(v) => Some(parse_decimal(v.trim()).ok_or_else(|| {
+                ApiError::bad_request("Stream-Record-Match must be a record number")
+            })?),
+        };
     let body = read_limited(body, state.config.max_body_bytes).await?;
     if body.is_empty() && !close {
         return Err(ApiError::bad_request(
@@ -228,6 +243,7 @@ async fn append(
             close,
             stream_seq,
             producer,
+            record_match,
         })
         .await?;
     let position = outcome.producer_position;
