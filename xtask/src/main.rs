@@ -2,6 +2,7 @@
 //! "green"; `cargo xtask help` lists the others.
 
 mod bench;
+mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -20,6 +21,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("legacy") => step_legacy(&root),
         Some("bench") => bench::bench(&root),
+        Some("tools") => tools::ensure_all(&root),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -44,6 +46,8 @@ fn print_help() {
     println!("           check its outcome against the pinned insta snapshots");
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
+    println!("  tools    install the pinned cargo-insta and cargo-deny if missing or at");
+    println!("           another version (ci does this itself before using them)");
     println!("  help     this text");
 }
 
@@ -109,13 +113,13 @@ fn ci(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn cargo(root: &Path) -> Command {
+pub(crate) fn cargo(root: &Path) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root);
     cmd
 }
 
-fn run(mut cmd: Command) -> Result<(), String> {
+pub(crate) fn run(mut cmd: Command) -> Result<(), String> {
     let shown = format!("{cmd:?}");
     let status = cmd
         .status()
@@ -159,13 +163,7 @@ fn step_clippy(root: &Path) -> Result<(), String> {
 /// mismatches fail (`--check`) and snapshot files no test uses are rejected
 /// (`--unreferenced=reject`).
 fn step_tests(root: &Path) -> Result<(), String> {
-    if !has_subcommand(root, "insta") {
-        return Err(
-            "cargo-insta is not installed; install it with `cargo install --locked cargo-insta` \
-             (.ci/run does this on a fresh machine)"
-                .into(),
-        );
-    }
+    tools::ensure_tool(root, &tools::INSTA)?;
     let mut cmd = cargo(root);
     cmd.args([
         "insta",
@@ -219,13 +217,7 @@ fn find_pending(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn step_deny(root: &Path) -> Result<(), String> {
-    if !has_subcommand(root, "deny") {
-        return Err(
-            "cargo-deny is not installed; install it with `cargo install --locked cargo-deny` \
-             (.ci/run does this on a fresh machine)"
-                .into(),
-        );
-    }
+    tools::ensure_tool(root, &tools::DENY)?;
     let mut cmd = cargo(root);
     cmd.args(["deny", "check", "bans", "licenses", "sources"]);
     run(cmd)
