@@ -2,6 +2,7 @@
 //! "green"; `cargo xtask help` lists the others.
 
 mod bench;
+mod http_conformance;
 mod tools;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ fn main() -> ExitCode {
         Some("legacy") => step_legacy(&root),
         Some("bench") => bench::bench(&root),
         Some("tools") => tools::ensure_all(&root),
+        Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -31,7 +33,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("xtask: {message}");
+            // An empty message: the task has already said what failed.
+            if !message.is_empty() {
+                eprintln!("xtask: {message}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -46,6 +51,13 @@ fn print_help() {
     println!("           check its outcome against the pinned insta snapshots");
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
+    println!("  http-conformance [--server strand|node] [--keep] [--allow-fail-area PREFIX]...");
+    println!("           run the official Durable Streams HTTP suite (npm, pinned in");
+    println!("           tests/http-conformance) against strand-server (default; built in");
+    println!("           release) or the node reference server, on loopback; prints a table");
+    println!("           per area and `http-conformance: N passed, M failed`. --keep leaves");
+    println!("           the server running until Enter; failures in areas starting with an");
+    println!("           --allow-fail-area PREFIX are printed but do not fail the run");
     println!("  tools    install the pinned cargo-insta and cargo-deny if missing or at");
     println!("           another version (ci does this itself before using them)");
     println!("  help     this text");
