@@ -4,6 +4,7 @@
 mod bench;
 mod http_conformance;
 mod tools;
+mod vendor;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
         Some("legacy") => step_legacy(&root),
         Some("bench") => bench::bench(&root),
         Some("tools") => tools::ensure_all(&root),
+        Some("vendor-conformance") => vendor::vendor_conformance(&root, &args[1..]),
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
         Some("help") | None => {
             print_help();
@@ -46,7 +48,8 @@ fn print_help() {
     println!("cargo xtask <task>");
     println!();
     println!("tasks:");
-    println!("  ci       fmt, clippy, tests (with insta checks), cargo-deny, conformance, legacy");
+    println!("  ci       fmt, clippy, tests (with insta checks), cargo-deny, conformance, legacy;");
+    println!("           installs the pinned cargo-insta and cargo-deny first when needed");
     println!("  legacy   restore every legacy snapshot fixture (tests/fixtures/legacy) and");
     println!("           check its outcome against the pinned insta snapshots");
     println!("  bench    run strand-machine's benches (release) and print one table of");
@@ -58,6 +61,9 @@ fn print_help() {
     println!("           per area and `http-conformance: N passed, M failed`. --keep leaves");
     println!("           the server running until Enter; failures in areas starting with an");
     println!("           --allow-fail-area PREFIX are printed but do not fail the run");
+    println!("  vendor-conformance [DIR]");
+    println!("           refresh tests/conformance (FORMAT.md, SUMMARY.md, traces.tar.zst)");
+    println!("           from DIR (default ../shared/conformance); deterministic");
     println!("  tools    install the pinned cargo-insta and cargo-deny if missing or at");
     println!("           another version (ci does this itself before using them)");
     println!("  help     this text");
@@ -235,8 +241,8 @@ fn step_deny(root: &Path) -> Result<(), String> {
     run(cmd)
 }
 
-/// Replays the golden traces of `../shared/conformance` (or
-/// `STRAND_CONFORMANCE_DIR`) against the state machine.
+/// Replays the golden traces of the vendored corpus `tests/conformance` (or
+/// the `*.json` files of `STRAND_CONFORMANCE_DIR`) against the state machine.
 fn step_conformance(root: &Path) -> Result<(), String> {
     let mut cmd = cargo(root);
     // `--workspace` keeps the feature set of the tests step, so nothing is
