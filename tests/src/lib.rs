@@ -1,7 +1,9 @@
 //! Shared helpers for strand's workspace-level tests: the conformance trace
-//! replayer (`../shared/conformance/FORMAT.md`). Only the integration tests
-//! under `tests/tests/` use this crate.
+//! replayer (`tests/conformance/FORMAT.md`) and the corpus reader. Only
+//! integration tests (here and in `crates/strand-cli`) use this crate.
 
+use std::fmt;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -9,13 +11,147 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use strand::{BucketStreamId, ProducerRequest, StreamCommand, StreamSnapshot, StreamStateMachine};
 
-/// Where the golden traces live: `STRAND_CONFORMANCE_DIR`, or
-/// `../shared/conformance/traces` beside the workspace.
-pub fn traces_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("STRAND_CONFORMANCE_DIR") {
-        return PathBuf::from(dir);
+/// The environment variable naming a directory of uncompressed `*.json`
+/// traces (such as `../shared/conformance/traces`) to read instead of the
+/// vendored corpus.
+pub const CORPUS_DIR_ENV: &str = "STRAND_CONFORMANCE_DIR";
+
+/// The vendored corpus: `tests/conformance/traces.tar.zst`, a tar of
+/// `traces/*.json` compressed with zstd (`cargo xtask vendor-conformance`
+/// writes it).
+pub fn vendored_archive() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/traces.tar.zst")
+}
+
+/// Where the golden traces are read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceSource {
+    /// A directory of `*.json` trace files (`STRAND_CONFORMANCE_DIR`).
+    Dir(PathBuf),
+    /// A zstd-compressed tar holding `traces/*.json` (the vendored copy).
+    Archive(PathBuf),
+}
+
+impl fmt::Display for TraceSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceSource::Dir(dir) => write!(f, "{} ({CORPUS_DIR_ENV})", dir.display()),
+            TraceSource::Archive(path) => write!(f, "{}", path.display()),
+        }
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/traces")
+}
+
+/// `STRAND_CONFORMANCE_DIR` when set, else the vendored archive.
+pub fn trace_source() -> TraceSource {
+    match std::env::var_os(CORPUS_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => TraceSource::Dir(PathBuf::from(dir)),
+        _ => TraceSource::Archive(vendored_archive()),
+    }
+}
+
+/// One trace file's name (`producers-0007.json`) and bytes.
+#[derive(Debug, Clone)]
+pub struct TraceFile {
+    /// The file name, without directories.
+    pub name: String,
+    /// The file's contents.
+    pub bytes: Vec<u8>,
+}
+
+impl TraceFile {
+    /// The file name without `.json` (`producers-0007`).
+    pub fn stem(&self) -> &str {
+        self.name.strip_suffix(".json").unwrap_or(&self.name)
+    }
+}
+
+/// Reads every `*.json` trace of `source`, sorted by file name.
+pub fn read_trace_files(source: &TraceSource) -> Result<Vec<TraceFile>, String> {
+    let mut files = match source {
+        TraceSource::Dir(dir) => read_dir_traces(dir)?,
+        TraceSource::Archive(path) => read_archive_traces(path)?,
+    };
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(pair) = files.windows(2).find(|w| w[0].name == w[1].name) {
+        return Err(format!("{source} holds {} twice", pair[0].name));
+    }
+    Ok(files)
+}
+
+fn read_dir_traces(dir: &Path) -> Result<Vec<TraceFile>, String> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read trace dir {}: {e}", dir.display()))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+            .path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        files.push(TraceFile { name, bytes });
+    }
+    Ok(files)
+}
+
+fn read_archive_traces(path: &Path) -> Result<Vec<TraceFile>, String> {
+    let file = std::fs::File::open(path).map_err(|e| {
+        format!(
+            "cannot open the vendored corpus {} ({e}); refresh it with \
+             `cargo xtask vendor-conformance`, or set {CORPUS_DIR_ENV}",
+            path.display()
+        )
+    })?;
+    let decoder = ruzstd::decoding::StreamingDecoder::new(BufReader::new(file))
+        .map_err(|e| format!("{} is not zstd: {e}", path.display()))?;
+    let mut archive = tar::Archive::new(decoder);
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("{} is not a tar: {e}", path.display()))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let mut entry = entry.map_err(|e| format!("{}: bad tar entry: {e}", path.display()))?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let member = entry
+            .path()
+            .map_err(|e| format!("{}: bad tar path: {e}", path.display()))?
+            .into_owned();
+        let in_traces = member.parent() == Some(Path::new("traces"));
+        if !in_traces || member.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let name = member
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut bytes = Vec::new();
+        entry
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("{}: cannot read {}: {e}", path.display(), member.display()))?;
+        files.push(TraceFile { name, bytes });
+    }
+    Ok(files)
+}
+
+/// Every trace of `source` as a JSON document with its file stem, sorted
+/// by file name.
+pub fn load_trace_documents(source: &TraceSource) -> Result<Vec<(String, Value)>, String> {
+    read_trace_files(source)?
+        .into_iter()
+        .map(|file| {
+            let doc: Value = serde_json::from_slice(&file.bytes)
+                .map_err(|e| format!("{} in {source} is not JSON: {e}", file.name))?;
+            Ok((file.stem().to_owned(), doc))
+        })
+        .collect()
 }
 
 /// One trace file, loaded.
@@ -29,29 +165,18 @@ pub struct Trace {
     pub steps: Vec<Value>,
 }
 
-/// Loads every `*.json` trace of `dir`, sorted by file name.
-pub fn load_traces(dir: &Path) -> Result<Vec<Trace>, String> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot read trace dir {}: {e}", dir.display()))?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    paths
-        .iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let doc: Value = serde_json::from_str(&text)
-                .map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+/// Loads every trace of `source`, sorted by file name.
+pub fn load_traces(source: &TraceSource) -> Result<Vec<Trace>, String> {
+    Ok(load_trace_documents(source)?
+        .into_iter()
+        .map(|(_, doc)| {
             let field = |k: &str| {
                 doc.get(k)
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned()
             };
-            Ok(Trace {
+            Trace {
                 name: field("name"),
                 profile: field("profile"),
                 steps: doc
@@ -59,9 +184,9 @@ pub fn load_traces(dir: &Path) -> Result<Vec<Trace>, String> {
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default(),
-            })
+            }
         })
-        .collect()
+        .collect())
 }
 
 /// A step whose actual result differs from the recorded one.

@@ -1,4 +1,5 @@
-//! Replays every golden trace of `../shared/conformance/traces` (or
+//! Replays every golden trace of the vendored corpus
+//! (`tests/conformance/traces.tar.zst`, or the `*.json` files of
 //! `STRAND_CONFORMANCE_DIR`) and compares each step with the recording.
 //!
 //! Ratchet: `tests/conformance-known-failures.txt` lists traces allowed to
@@ -9,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use strand_tests::{load_traces, replay, traces_dir};
+use strand_tests::{load_traces, replay, trace_source};
 
 fn known_failures() -> BTreeSet<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance-known-failures.txt");
@@ -36,12 +37,12 @@ fn truncate(s: String) -> String {
 
 #[test]
 fn conformance_corpus() {
-    let dir = traces_dir();
-    let traces = match load_traces(&dir) {
+    let source = trace_source();
+    let traces = match load_traces(&source) {
         Ok(t) => t,
         Err(e) => panic!("conformance corpus unavailable: {e}"),
     };
-    assert!(!traces.is_empty(), "no traces found in {}", dir.display());
+    assert!(!traces.is_empty(), "no traces found in {source}");
     let known = known_failures();
 
     let mut per_profile: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -114,8 +115,8 @@ fn codec_corpus_round_trip() {
         CollectSink, DecodeLimits, decode_binary, decode_json_slice, encode_binary, encode_json,
     };
 
-    let dir = traces_dir();
-    let traces = match load_traces(&dir) {
+    let source = trace_source();
+    let traces = match load_traces(&source) {
         Ok(t) => t,
         Err(e) => panic!("conformance corpus unavailable: {e}"),
     };
@@ -181,7 +182,7 @@ fn codec_corpus_round_trip() {
         println!("{failure}");
     }
     println!("codec: {ok}/{total} corpus snapshots round-tripped");
-    assert!(total > 0, "no snapshot steps in {}", dir.display());
+    assert!(total > 0, "no snapshot steps in {source}");
     assert!(
         failures.is_empty(),
         "{} snapshot(s) failed the codec round trip",

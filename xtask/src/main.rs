@@ -2,6 +2,9 @@
 //! "green"; `cargo xtask help` lists the others.
 
 mod bench;
+mod http_conformance;
+mod tools;
+mod vendor;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -20,6 +23,9 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("legacy") => step_legacy(&root),
         Some("bench") => bench::bench(&root),
+        Some("tools") => tools::ensure_all(&root),
+        Some("vendor-conformance") => vendor::vendor_conformance(&root, &args[1..]),
+        Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -29,7 +35,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("xtask: {message}");
+            // An empty message: the task has already said what failed.
+            if !message.is_empty() {
+                eprintln!("xtask: {message}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -39,11 +48,24 @@ fn print_help() {
     println!("cargo xtask <task>");
     println!();
     println!("tasks:");
-    println!("  ci       fmt, clippy, tests (with insta checks), cargo-deny, conformance, legacy");
+    println!("  ci       fmt, clippy, tests (with insta checks), cargo-deny, conformance, legacy;");
+    println!("           installs the pinned cargo-insta and cargo-deny first when needed");
     println!("  legacy   restore every legacy snapshot fixture (tests/fixtures/legacy) and");
     println!("           check its outcome against the pinned insta snapshots");
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
+    println!("  http-conformance [--server strand|node] [--keep] [--allow-fail-area PREFIX]...");
+    println!("           run the official Durable Streams HTTP suite (npm, pinned in");
+    println!("           tests/http-conformance) against strand-server (default; built in");
+    println!("           release) or the node reference server, on loopback; prints a table");
+    println!("           per area and `http-conformance: N passed, M failed`. --keep leaves");
+    println!("           the server running until Enter; failures in areas starting with an");
+    println!("           --allow-fail-area PREFIX are printed but do not fail the run");
+    println!("  vendor-conformance [DIR]");
+    println!("           refresh tests/conformance (FORMAT.md, SUMMARY.md, traces.tar.zst)");
+    println!("           from DIR (default ../shared/conformance); deterministic");
+    println!("  tools    install the pinned cargo-insta and cargo-deny if missing or at");
+    println!("           another version (ci does this itself before using them)");
     println!("  help     this text");
 }
 
@@ -109,13 +131,13 @@ fn ci(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn cargo(root: &Path) -> Command {
+pub(crate) fn cargo(root: &Path) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root);
     cmd
 }
 
-fn run(mut cmd: Command) -> Result<(), String> {
+pub(crate) fn run(mut cmd: Command) -> Result<(), String> {
     let shown = format!("{cmd:?}");
     let status = cmd
         .status()
@@ -159,13 +181,7 @@ fn step_clippy(root: &Path) -> Result<(), String> {
 /// mismatches fail (`--check`) and snapshot files no test uses are rejected
 /// (`--unreferenced=reject`).
 fn step_tests(root: &Path) -> Result<(), String> {
-    if !has_subcommand(root, "insta") {
-        return Err(
-            "cargo-insta is not installed; install it with `cargo install --locked cargo-insta` \
-             (.ci/run does this on a fresh machine)"
-                .into(),
-        );
-    }
+    tools::ensure_tool(root, &tools::INSTA)?;
     let mut cmd = cargo(root);
     cmd.args([
         "insta",
@@ -219,20 +235,14 @@ fn find_pending(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn step_deny(root: &Path) -> Result<(), String> {
-    if !has_subcommand(root, "deny") {
-        return Err(
-            "cargo-deny is not installed; install it with `cargo install --locked cargo-deny` \
-             (.ci/run does this on a fresh machine)"
-                .into(),
-        );
-    }
+    tools::ensure_tool(root, &tools::DENY)?;
     let mut cmd = cargo(root);
     cmd.args(["deny", "check", "bans", "licenses", "sources"]);
     run(cmd)
 }
 
-/// Replays the golden traces of `../shared/conformance` (or
-/// `STRAND_CONFORMANCE_DIR`) against the state machine.
+/// Replays the golden traces of the vendored corpus `tests/conformance` (or
+/// the `*.json` files of `STRAND_CONFORMANCE_DIR`) against the state machine.
 fn step_conformance(root: &Path) -> Result<(), String> {
     let mut cmd = cargo(root);
     // `--workspace` keeps the feature set of the tests step, so nothing is

@@ -16,43 +16,19 @@ pub(crate) fn strand() -> Command {
     Command::new(env!("CARGO_BIN_EXE_strand"))
 }
 
-/// The conformance traces: `STRAND_CONFORMANCE_DIR`, or
-/// `../shared/conformance/traces` beside the workspace.
-pub(crate) fn traces_dir() -> PathBuf {
-    match std::env::var_os("STRAND_CONFORMANCE_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/traces"),
-    }
-}
-
 /// The workspace's legacy snapshot fixtures.
 pub(crate) fn legacy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/legacy")
 }
 
-/// Every trace, as (file stem, document), sorted by file name.
+/// Every conformance trace (the vendored corpus, or the `*.json` files of
+/// `STRAND_CONFORMANCE_DIR`), as (file stem, document), sorted by file name.
 pub(crate) fn load_traces() -> Vec<(String, Value)> {
-    let dir = traces_dir();
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| {
-            panic!(
-                "conformance traces not found at {} ({e}); set STRAND_CONFORMANCE_DIR",
-                dir.display()
-            )
-        })
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no traces in {}", dir.display());
-    paths
-        .iter()
-        .map(|p| {
-            let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
-            let doc = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-            (stem, doc)
-        })
-        .collect()
+    let source = strand_tests::trace_source();
+    let traces = strand_tests::load_trace_documents(&source)
+        .unwrap_or_else(|e| panic!("conformance traces unavailable: {e}"));
+    assert!(!traces.is_empty(), "no traces in {source}");
+    traces
 }
 
 /// The steps of a trace.

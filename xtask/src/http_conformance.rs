@@ -1,0 +1,652 @@
+//! `cargo xtask http-conformance`: the official Durable Streams HTTP suite
+//! (`@durable-streams/server-conformance-tests`, pinned in
+//! `tests/http-conformance/package-lock.json`) against a server on loopback.
+//!
+//! The package files are copied to `target/http-conformance/`, where
+//! `npm ci` runs when `node_modules` is missing or the lockfile changed. The
+//! server is `strand-server` (built in release) or, to check this runner, the
+//! node reference server (`tests/http-conformance/node-server.mjs`). vitest
+//! writes a JSON report that is summarised per area (top-level `describe`
+//! block); the last line is `http-conformance: N passed, M failed`.
+//!
+//! `package.json` pins `vite` 8.3.8 beside vitest: vite 8.4.0 names an
+//! optional Windows package the registry does not serve, and `npm ci` then
+//! rejects the lockfile as out of sync.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::{cargo, run};
+
+/// The idle long-poll timeout given to the server, and told to the suite.
+const LONG_POLL_TIMEOUT_MS: u64 = 500;
+/// How long a server may take to print its `listening on` line.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long strand-server may take to answer its health check after that.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The files of `tests/http-conformance/` the run needs.
+const PACKAGE_FILES: [&str; 4] = [
+    "package.json",
+    "package-lock.json",
+    "conformance.test.mjs",
+    "node-server.mjs",
+];
+/// The test file vitest runs.
+const TEST_FILE: &str = "conformance.test.mjs";
+/// The lockfile `npm ci` last installed from (inside `node_modules`, so that
+/// a removed `node_modules` also removes it).
+const INSTALLED_LOCK: &str = "node_modules/.strand-installed-lock.json";
+
+/// Which server the suite runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    /// `target/release/strand-server`.
+    Strand,
+    /// The node reference server `@durable-streams/server`.
+    Node,
+}
+
+impl Server {
+    fn name(self) -> &'static str {
+        match self {
+            Server::Strand => "strand-server",
+            Server::Node => "node reference server",
+        }
+    }
+}
+
+/// The command line of `cargo xtask http-conformance`.
+#[derive(Debug)]
+struct Options {
+    server: Server,
+    keep: bool,
+    allow_fail_areas: Vec<String>,
+}
+
+/// Usage of the task, for errors and `cargo xtask help`.
+pub(crate) const USAGE: &str =
+    "cargo xtask http-conformance [--server strand|node] [--keep] [--allow-fail-area PREFIX]...";
+
+fn parse_options(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        server: Server::Strand,
+        keep: false,
+        allow_fail_areas: Vec::new(),
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |what: &str| {
+            inline
+                .clone()
+                .or_else(|| args.next().cloned())
+                .ok_or_else(|| format!("{flag} needs {what}; usage: {USAGE}"))
+        };
+        match flag {
+            "--server" => {
+                options.server = match value("`strand` or `node`")?.as_str() {
+                    "strand" => Server::Strand,
+                    "node" => Server::Node,
+                    other => {
+                        return Err(format!(
+                            "unknown server `{other}` (strand or node); usage: {USAGE}"
+                        ));
+                    }
+                }
+            }
+            "--allow-fail-area" => options.allow_fail_areas.push(value("an area prefix")?),
+            "--keep" if inline.is_none() => options.keep = true,
+            _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace
+/// root when relative), or `target/`.
+fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root.join(dir),
+        _ => root.join("target"),
+    }
+}
+
+/// `cargo xtask http-conformance ARGS`.
+pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), String> {
+    let options = parse_options(args)?;
+    let work = target_dir(root).join("http-conformance");
+    prepare_packages(root, &work)?;
+
+    let mut server = match options.server {
+        Server::Strand => start_strand(root)?,
+        Server::Node => start_node(&work)?,
+    };
+    println!("xtask: {} at {}", server.name, server.url);
+
+    let report_path = work.join("report.json");
+    // A report of an earlier run must not pass for this one's.
+    match fs::remove_file(&report_path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot remove {}: {e}", report_path.display())),
+    }
+    let started = Instant::now();
+    run_vitest(&work, &server.url, &report_path)?;
+    let secs = started.elapsed().as_secs_f64();
+
+    if options.keep {
+        server.check_running()?;
+        println!(
+            "xtask: --keep: {} still running at {} (log {}); press Enter to stop it",
+            server.name,
+            server.url,
+            server.log.display()
+        );
+        let mut line = String::new();
+        // EOF or an error on stdin stops the server just the same.
+        let _ = std::io::stdin().read_line(&mut line);
+    }
+    drop(server);
+
+    let report = fs::read_to_string(&report_path).map_err(|e| {
+        format!(
+            "vitest wrote no report at {} ({e}); see its output above",
+            report_path.display()
+        )
+    })?;
+    let areas = summarize(&report)?;
+    print_report(&areas, &options, secs)
+}
+
+/// Copies the package files into `work` and runs `npm ci` when
+/// `node_modules` is missing or was installed from another lockfile.
+fn prepare_packages(root: &Path, work: &Path) -> Result<(), String> {
+    let source = root.join("tests").join("http-conformance");
+    fs::create_dir_all(work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    for name in PACKAGE_FILES {
+        let from = source.join(name);
+        let bytes = fs::read(&from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+        let to = work.join(name);
+        if fs::read(&to).ok().as_deref() != Some(bytes.as_slice()) {
+            fs::write(&to, &bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+        }
+    }
+    let lock = fs::read(work.join("package-lock.json"))
+        .map_err(|e| format!("cannot read the copied lockfile: {e}"))?;
+    let installed = work.join(INSTALLED_LOCK);
+    if work.join("node_modules").is_dir() && fs::read(&installed).ok() == Some(lock.clone()) {
+        return Ok(());
+    }
+    println!(
+        "xtask: installing the suite's npm packages (npm ci in {})",
+        work.display()
+    );
+    let mut cmd = Command::new("npm");
+    cmd.current_dir(work)
+        .args(["ci", "--no-audit", "--no-fund"])
+        .stdin(Stdio::null());
+    run(cmd)?;
+    fs::write(&installed, &lock).map_err(|e| format!("cannot write {}: {e}", installed.display()))
+}
+
+/// A server process, killed (and reaped) when dropped, so no server
+/// outlives the run, whatever goes wrong.
+struct ServerGuard {
+    name: &'static str,
+    child: Child,
+    /// Held open for the node server, which exits when its stdin closes.
+    stdin: Option<ChildStdin>,
+    url: String,
+    log: PathBuf,
+}
+
+impl ServerGuard {
+    fn check_running(&mut self) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(format!(
+                "{} exited with {status}; log {}",
+                self.name,
+                self.log.display()
+            )),
+            Err(e) => Err(format!("cannot poll {}: {e}", self.name)),
+        }
+    }
+}
+
+impl Drop for ServerGuard {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        // Already exited, or gone: nothing left to stop either way.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Builds `strand-server` in release and starts it on a free loopback port.
+fn start_strand(root: &Path) -> Result<ServerGuard, String> {
+    let mut build = cargo(root);
+    build.args(["build", "--release", "-p", "strand-server"]);
+    run(build)?;
+    let binary = target_dir(root)
+        .join("release")
+        .join(format!("strand-server{}", std::env::consts::EXE_SUFFIX));
+    let mut cmd = Command::new(&binary);
+    cmd.current_dir(root).args([
+        "--listen",
+        "127.0.0.1:0",
+        "--long-poll-timeout-ms",
+        &LONG_POLL_TIMEOUT_MS.to_string(),
+    ]);
+    let log = target_dir(root)
+        .join("http-conformance")
+        .join("strand-server.log");
+    let guard = spawn_server(Server::Strand, cmd, log, "strand-server listening on ")?;
+    wait_healthy(&guard)?;
+    Ok(guard)
+}
+
+/// Starts the node reference server script of `work`.
+fn start_node(work: &Path) -> Result<ServerGuard, String> {
+    let mut cmd = Command::new("node");
+    cmd.current_dir(work)
+        .arg("node-server.mjs")
+        .env("LONG_POLL_TIMEOUT_MS", LONG_POLL_TIMEOUT_MS.to_string())
+        .env("PORT", "0");
+    let log = work.join("node-server.log");
+    spawn_server(
+        Server::Node,
+        cmd,
+        log,
+        "node reference server listening on ",
+    )
+}
+
+/// Spawns a server whose stdout announces `<prefix>http://HOST:PORT` once
+/// it is ready; its stderr, and its stdout after that line, go to `log`.
+fn spawn_server(
+    server: Server,
+    mut cmd: Command,
+    log: PathBuf,
+    prefix: &'static str,
+) -> Result<ServerGuard, String> {
+    let name = server.name();
+    let log_file =
+        fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let stderr = log_file
+        .try_clone()
+        .map_err(|e| format!("cannot share {}: {e}", log.display()))?;
+    cmd.stdin(if server == Server::Node {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(stderr);
+    let shown = format!("{cmd:?}");
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let mut guard = ServerGuard {
+        name,
+        child,
+        stdin,
+        url: String::new(),
+        log: log.clone(),
+    };
+    let Some(stdout) = stdout else {
+        return Err(format!("{name}: no stdout pipe"));
+    };
+
+    // Reads the first line, then copies the rest of stdout to the log so
+    // the server never blocks on a full pipe.
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut first = String::new();
+        let read = reader.read_line(&mut first).map(|_| first);
+        let _ = tx.send(read);
+        let mut log_file = log_file;
+        let _ = std::io::copy(&mut reader, &mut log_file);
+    });
+    let line = match rx.recv_timeout(START_TIMEOUT) {
+        Ok(Ok(line)) if !line.is_empty() => line,
+        Ok(Ok(_)) => {
+            return Err(format!(
+                "{name} exited before it was ready; {}",
+                log_tail(&log)
+            ));
+        }
+        Ok(Err(e)) => return Err(format!("cannot read {name}'s stdout: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "{name} did not print `{prefix}URL` within {}s; {}",
+                START_TIMEOUT.as_secs(),
+                log_tail(&log)
+            ));
+        }
+    };
+    let line = line.trim_end();
+    let url = line
+        .strip_prefix(prefix)
+        .ok_or_else(|| format!("{name} printed `{line}`, expected `{prefix}http://HOST:PORT`"))?
+        .trim_end_matches('/')
+        .to_owned();
+    let addr = loopback_addr(&url).map_err(|e| format!("{name} printed `{line}`: {e}"))?;
+    guard.url = format!("http://{addr}");
+    Ok(guard)
+}
+
+/// The socket address of `http://HOST:PORT`, which must be on loopback.
+fn loopback_addr(url: &str) -> Result<SocketAddr, String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("`{url}` is not an http:// URL"))?;
+    let addr: SocketAddr = rest
+        .parse()
+        .map_err(|e| format!("`{rest}` is not HOST:PORT with a numeric host ({e})"))?;
+    if !addr.ip().is_loopback() {
+        return Err(format!("{addr} is not a loopback address"));
+    }
+    Ok(addr)
+}
+
+/// The last lines of a server log, for an error message.
+fn log_tail(log: &Path) -> String {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+    if tail.is_empty() {
+        format!("its log {} is empty", log.display())
+    } else {
+        format!("the end of its log {}:\n{tail}", log.display())
+    }
+}
+
+/// Polls `GET /__strand/health` until it answers 200.
+fn wait_healthy(server: &ServerGuard) -> Result<(), String> {
+    let addr = loopback_addr(&server.url)?;
+    let deadline = Instant::now() + HEALTH_TIMEOUT;
+    let mut last = String::from("no answer");
+    while Instant::now() < deadline {
+        match health_status(addr) {
+            Ok(200) => return Ok(()),
+            Ok(status) => last = format!("status {status}"),
+            Err(e) => last = e,
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!(
+        "{} at {} did not answer GET /__strand/health with 200 within {}s (last: {last})",
+        server.name,
+        server.url,
+        HEALTH_TIMEOUT.as_secs()
+    ))
+}
+
+/// One `GET /__strand/health` over HTTP/1.1; returns the status code.
+fn health_status(addr: SocketAddr) -> Result<u16, String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| format!("connect: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| format!("set timeout: {e}"))?;
+    write!(
+        stream,
+        "GET /__strand/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("write: {e}"))?;
+    let mut head = [0u8; 64];
+    let mut len = 0;
+    while len < 12 {
+        let n = stream
+            .read(&mut head[len..])
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+    }
+    let status_line = String::from_utf8_lossy(&head[..len]);
+    status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("not an HTTP response: {status_line:?}"))
+}
+
+/// Runs the suite with a compact console reporter and a JSON report. Its
+/// exit status is not used: the report says what failed.
+fn run_vitest(work: &Path, url: &str, report: &Path) -> Result<(), String> {
+    let mut cmd = Command::new("npx");
+    cmd.current_dir(work)
+        .args(["--no", "--", "vitest", "run", TEST_FILE, "--root"])
+        .arg(work)
+        .args(["--reporter=dot", "--reporter=json"])
+        .arg(format!("--outputFile.json={}", report.display()))
+        .env("CONFORMANCE_TEST_URL", url)
+        .env(
+            "CONFORMANCE_LONG_POLL_TIMEOUT_MS",
+            LONG_POLL_TIMEOUT_MS.to_string(),
+        )
+        .stdin(Stdio::null());
+    let shown = format!("{cmd:?}");
+    cmd.status()
+        .map(|_| ())
+        .map_err(|e| format!("could not start {shown}: {e}"))
+}
+
+/// One area's counts and its failed tests.
+#[derive(Debug, Default)]
+struct Area {
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    failures: Vec<String>,
+}
+
+/// Areas in the order the suite declares them (first appearance).
+fn summarize(report: &str) -> Result<Vec<(String, Area)>, String> {
+    let doc: Value =
+        serde_json::from_str(report).map_err(|e| format!("the vitest report is not JSON: {e}"))?;
+    let files = doc
+        .get("testResults")
+        .and_then(Value::as_array)
+        .ok_or("the vitest report has no `testResults`")?;
+    let mut order: Vec<String> = Vec::new();
+    let mut areas: BTreeMap<String, Area> = BTreeMap::new();
+    for file in files {
+        if let Some(message) = file
+            .get("message")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+        {
+            return Err(format!("the test file failed to run: {message}"));
+        }
+        let tests = file
+            .get("assertionResults")
+            .and_then(Value::as_array)
+            .ok_or("a vitest report entry has no `assertionResults`")?;
+        for test in tests {
+            let area = test
+                .get("ancestorTitles")
+                .and_then(Value::as_array)
+                .and_then(|titles| titles.first())
+                .and_then(Value::as_str)
+                .unwrap_or("(top level)")
+                .to_owned();
+            let entry = areas.entry(area.clone()).or_insert_with(|| {
+                order.push(area.clone());
+                Area::default()
+            });
+            match test.get("status").and_then(Value::as_str) {
+                Some("passed") => entry.passed += 1,
+                Some("failed") => {
+                    entry.failed += 1;
+                    let name = test
+                        .get("fullName")
+                        .and_then(Value::as_str)
+                        .unwrap_or("(unnamed test)");
+                    entry.failures.push(name.to_owned());
+                }
+                _ => entry.skipped += 1,
+            }
+        }
+    }
+    if order.is_empty() {
+        return Err("the vitest report lists no tests".into());
+    }
+    Ok(order
+        .into_iter()
+        .filter_map(|name| areas.remove(&name).map(|area| (name, area)))
+        .collect())
+}
+
+/// Prints the per-area table, the failed tests and the closing line; fails
+/// when a failure lies outside the allowed areas.
+fn print_report(areas: &[(String, Area)], options: &Options, secs: f64) -> Result<(), String> {
+    let allowed = |name: &str| {
+        options
+            .allow_fail_areas
+            .iter()
+            .any(|prefix| name.starts_with(prefix.as_str()))
+    };
+    let width = areas
+        .iter()
+        .map(|(name, _)| name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("area".len());
+    println!();
+    println!(
+        "{:<width$}  {:>6}  {:>6}  {:>7}",
+        "area", "passed", "failed", "skipped"
+    );
+    let (mut passed, mut failed, mut skipped, mut allowed_failures) = (0, 0, 0, 0);
+    for (name, area) in areas {
+        let mark = if area.failed > 0 && allowed(name) {
+            "  (allowed)"
+        } else {
+            ""
+        };
+        println!(
+            "{name:<width$}  {:>6}  {:>6}  {:>7}{mark}",
+            area.passed, area.failed, area.skipped
+        );
+        passed += area.passed;
+        failed += area.failed;
+        skipped += area.skipped;
+        if allowed(name) {
+            allowed_failures += area.failed;
+        }
+    }
+    let counted: Vec<&String> = areas
+        .iter()
+        .filter(|(name, _)| !allowed(name))
+        .flat_map(|(_, area)| &area.failures)
+        .collect();
+    if !counted.is_empty() {
+        println!();
+        println!("failed tests:");
+        for name in &counted {
+            println!("  {name}");
+        }
+    }
+    println!();
+    println!(
+        "suite ran in {secs:.1}s against the {}",
+        options.server.name()
+    );
+    if !options.allow_fail_areas.is_empty() {
+        println!(
+            "allowed failures: {allowed_failures} (areas starting with {})",
+            options
+                .allow_fail_areas
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let mut last = format!("http-conformance: {passed} passed, {failed} failed");
+    if skipped > 0 {
+        last.push_str(&format!(", {skipped} skipped"));
+    }
+    println!("{last}");
+    if counted.is_empty() {
+        Ok(())
+    } else {
+        // Already reported above; an empty message keeps the summary the
+        // last line of the output.
+        Err(String::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn options_parse() -> Result<(), String> {
+        let o = parse_options(&args(&[]))?;
+        assert_eq!(o.server, Server::Strand);
+        assert!(!o.keep && o.allow_fail_areas.is_empty());
+        let o = parse_options(&args(&[
+            "--server",
+            "node",
+            "--keep",
+            "--allow-fail-area",
+            "Fork - ",
+            "--allow-fail-area=SSE",
+        ]))?;
+        assert_eq!(o.server, Server::Node);
+        assert!(o.keep);
+        assert_eq!(o.allow_fail_areas, ["Fork - ", "SSE"]);
+        assert!(parse_options(&args(&["--server", "go"])).is_err());
+        assert!(parse_options(&args(&["--server"])).is_err());
+        assert!(parse_options(&args(&["--bogus"])).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn loopback_only() {
+        assert!(loopback_addr("http://127.0.0.1:4437").is_ok());
+        assert!(loopback_addr("http://[::1]:80").is_ok());
+        assert!(loopback_addr("http://10.0.0.1:80").is_err());
+        assert!(loopback_addr("https://127.0.0.1:80").is_err());
+    }
+
+    #[test]
+    fn report_summary() -> Result<(), String> {
+        let report = r#"{"testResults":[{"message":"","assertionResults":[
+            {"ancestorTitles":["B"],"fullName":"B x","status":"passed"},
+            {"ancestorTitles":["A","inner"],"fullName":"A inner y","status":"failed"},
+            {"ancestorTitles":["B"],"fullName":"B z","status":"skipped"},
+            {"ancestorTitles":["A"],"fullName":"A w","status":"passed"}]}]}"#;
+        let areas = summarize(report)?;
+        let names: Vec<&str> = areas.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["B", "A"]);
+        assert_eq!((areas[0].1.passed, areas[0].1.skipped), (1, 1));
+        assert_eq!((areas[1].1.passed, areas[1].1.failed), (1, 1));
+        assert_eq!(areas[1].1.failures, ["A inner y"]);
+        Ok(())
+    }
+}
