@@ -1,0 +1,116 @@
+//! The `strand-server` binary: its flags, its ready line, its health check,
+//! and a clean exit on SIGTERM with a live read open.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_strand-server");
+
+#[test]
+fn help_documents_every_flag() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "--listen",
+        "--long-poll-timeout-ms",
+        "--default-bucket",
+        "--groups",
+        "--max-body-bytes",
+        "--max-read-bytes",
+        "--max-live-readers",
+        "--group-queue-depth",
+        "--sse-max-duration-ms",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
+    }
+    assert!(help.contains("127.0.0.1:4437"));
+}
+
+#[test]
+fn a_bad_default_bucket_is_a_usage_error() {
+    let out = Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--default-bucket", "No!"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--default-bucket"));
+}
+
+fn http(addr: &str, request: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = stream.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn serves_then_exits_cleanly_on_sigterm() {
+    let mut child = Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--long-poll-timeout-ms", "60000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("strand-server listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    assert!(addr.starts_with("127.0.0.1:"));
+    let health = http(
+        &addr,
+        "GET /__strand/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let created = http(
+        &addr,
+        "PUT /v1/stream/s HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi",
+    );
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
+
+    // A long-poll that would wait a minute.
+    let poller = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            http(
+                &addr,
+                "GET /v1/stream/s?offset=0000000000000000_0000000000000002&live=long-poll HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    let answer = poller.join().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 204"), "{answer}");
+}
