@@ -116,7 +116,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
 
 /// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace
 /// root when relative), or `target/`.
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if !dir.is_empty() => root.join(dir),
         _ => root.join("target"),
@@ -130,8 +130,8 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
     prepare_packages(root, &work)?;
 
     let mut server = match options.server {
-        Server::Strand => start_strand(root)?,
-        Server::Node => start_node(&work)?,
+        Server::Strand => start_strand(root, LONG_POLL_TIMEOUT_MS, work.join("strand-server.log"))?,
+        Server::Node => start_node(&work, LONG_POLL_TIMEOUT_MS, work.join("node-server.log"))?,
     };
     println!("xtask: {} at {}", server.name, server.url);
 
@@ -172,7 +172,7 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
 
 /// Copies the package files into `work` and runs `npm ci` when
 /// `node_modules` is missing or was installed from another lockfile.
-fn prepare_packages(root: &Path, work: &Path) -> Result<(), String> {
+pub(crate) fn prepare_packages(root: &Path, work: &Path) -> Result<(), String> {
     let source = root.join("tests").join("http-conformance");
     fs::create_dir_all(work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     for name in PACKAGE_FILES {
@@ -203,17 +203,22 @@ fn prepare_packages(root: &Path, work: &Path) -> Result<(), String> {
 
 /// A server process, killed (and reaped) when dropped, so no server
 /// outlives the run, whatever goes wrong.
-struct ServerGuard {
-    name: &'static str,
-    child: Child,
+pub(crate) struct ServerGuard {
+    pub(crate) name: &'static str,
+    pub(crate) child: Child,
     /// Held open for the node server, which exits when its stdin closes.
-    stdin: Option<ChildStdin>,
-    url: String,
-    log: PathBuf,
+    pub(crate) stdin: Option<ChildStdin>,
+    pub(crate) url: String,
+    pub(crate) log: PathBuf,
 }
 
 impl ServerGuard {
-    fn check_running(&mut self) -> Result<(), String> {
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(crate) fn check_running(&mut self) -> Result<(), String> {
         match self.child.try_wait() {
             Ok(None) => Ok(()),
             Ok(Some(status)) => Err(format!(
@@ -236,7 +241,11 @@ impl Drop for ServerGuard {
 }
 
 /// Builds `strand-server` in release and starts it on a free loopback port.
-fn start_strand(root: &Path) -> Result<ServerGuard, String> {
+pub(crate) fn start_strand(
+    root: &Path,
+    long_poll_ms: u64,
+    log: PathBuf,
+) -> Result<ServerGuard, String> {
     let mut build = cargo(root);
     build.args(["build", "--release", "-p", "strand-server"]);
     run(build)?;
@@ -248,24 +257,24 @@ fn start_strand(root: &Path) -> Result<ServerGuard, String> {
         "--listen",
         "127.0.0.1:0",
         "--long-poll-timeout-ms",
-        &LONG_POLL_TIMEOUT_MS.to_string(),
+        &long_poll_ms.to_string(),
     ]);
-    let log = target_dir(root)
-        .join("http-conformance")
-        .join("strand-server.log");
     let guard = spawn_server(Server::Strand, cmd, log, "strand-server listening on ")?;
     wait_healthy(&guard)?;
     Ok(guard)
 }
 
 /// Starts the node reference server script of `work`.
-fn start_node(work: &Path) -> Result<ServerGuard, String> {
+pub(crate) fn start_node(
+    work: &Path,
+    long_poll_ms: u64,
+    log: PathBuf,
+) -> Result<ServerGuard, String> {
     let mut cmd = Command::new("node");
     cmd.current_dir(work)
         .arg("node-server.mjs")
-        .env("LONG_POLL_TIMEOUT_MS", LONG_POLL_TIMEOUT_MS.to_string())
+        .env("LONG_POLL_TIMEOUT_MS", long_poll_ms.to_string())
         .env("PORT", "0");
-    let log = work.join("node-server.log");
     spawn_server(
         Server::Node,
         cmd,
@@ -352,7 +361,7 @@ fn spawn_server(
 }
 
 /// The socket address of `http://HOST:PORT`, which must be on loopback.
-fn loopback_addr(url: &str) -> Result<SocketAddr, String> {
+pub(crate) fn loopback_addr(url: &str) -> Result<SocketAddr, String> {
     let rest = url
         .strip_prefix("http://")
         .ok_or_else(|| format!("`{url}` is not an http:// URL"))?;
@@ -366,7 +375,7 @@ fn loopback_addr(url: &str) -> Result<SocketAddr, String> {
 }
 
 /// The last lines of a server log, for an error message.
-fn log_tail(log: &Path) -> String {
+pub(crate) fn log_tail(log: &Path) -> String {
     let text = fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(20)..].join("\n");

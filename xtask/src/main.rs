@@ -3,6 +3,7 @@
 
 mod bench;
 mod http_conformance;
+mod loadtest;
 mod tools;
 mod vendor;
 
@@ -25,6 +26,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&root),
         Some("tools") => tools::ensure_all(&root),
         Some("vendor-conformance") => vendor::vendor_conformance(&root, &args[1..]),
+        Some("loadtest") => loadtest::loadtest(&root, &args[1..]),
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
         Some("help") | None => {
             print_help();
@@ -62,6 +64,11 @@ fn print_help() {
     println!("           per area and `http-conformance: N passed, M failed`. --keep leaves");
     println!("           the server running until Enter; failures in areas starting with an");
     println!("           --allow-fail-area PREFIX are printed but do not fail the run");
+    println!("  loadtest [--compare] [--quick]");
+    println!("           strand-bench's scenarios (writes, SSE fan-out, catch-up, idle memory)");
+    println!("           against a release strand-server; --compare also runs them against the");
+    println!("           node reference server and durable-streams-server 0.3.0 (installed into");
+    println!("           target/peers) and prints strand's ratio to each; loopback only");
     println!("  vendor-conformance [DIR]");
     println!("           refresh tests/conformance (FORMAT.md, SUMMARY.md, traces.tar.zst)");
     println!("           from DIR (default ../shared/conformance); deterministic");

@@ -1,0 +1,117 @@
+//! strand-bench: a load tool for the Durable Streams HTTP protocol.
+//!
+//! It drives any server that mounts the protocol at `/v1/stream/` (strand,
+//! the node reference server, the Rust community server) through four
+//! scenarios — writes, SSE fan-out, catch-up reads, idle memory — each
+//! bounded in time and in count, and only against loopback addresses. With
+//! `--server-pid` it also reads the server process's CPU time and resident
+//! memory from `/proc`. Every run ends with one `RESULT {json}` line that
+//! `cargo xtask loadtest` collects.
+
+mod client;
+mod scenarios;
+mod stats;
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A load tool for the Durable Streams HTTP protocol (loopback only).
+#[derive(Debug, Parser)]
+#[command(name = "strand-bench", version, about)]
+struct Cli {
+    /// The server's base URL (`http://127.0.0.1:PORT`); loopback only.
+    #[arg(long)]
+    url: String,
+    /// The server's process id, to report its CPU time and memory.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// The scenario.
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+/// The scenarios.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Scenario {
+    /// Concurrent writers, each appending to its own stream.
+    Writes(scenarios::WritesArgs),
+    /// One stream, a steady writer, many SSE subscribers.
+    Fanout(scenarios::FanoutArgs),
+    /// Many clients each reading their own stream from the start.
+    Catchup(scenarios::CatchupArgs),
+    /// Resident memory per empty stream.
+    IdleMemory(scenarios::IdleMemoryArgs),
+}
+
+/// Resolves the URL to a loopback socket address, refusing anything else.
+fn loopback_addr(url: &str) -> Result<SocketAddr, String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let addrs: Vec<SocketAddr> = authority
+        .to_socket_addrs()
+        .map_err(|e| format!("{url}: {e}"))?
+        .collect();
+    let addr = addrs
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("{url}: no address"))?;
+    let loopback = match addr.ip() {
+        IpAddr::V4(ip) => ip.is_loopback(),
+        IpAddr::V6(ip) => ip.is_loopback(),
+    };
+    if loopback {
+        Ok(addr)
+    } else {
+        Err(format!(
+            "{url}: strand-bench only targets loopback addresses"
+        ))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let addr = match loopback_addr(&cli.url) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("strand-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("strand-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(scenarios::run(addr, cli.server_pid, cli.scenario)) {
+        Ok(result) => {
+            println!("RESULT {result}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("strand-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_is_accepted() {
+        assert!(loopback_addr("http://127.0.0.1:4437").is_ok());
+        assert!(loopback_addr("http://[::1]:4437/v1").is_ok());
+        assert!(loopback_addr("http://10.0.0.1:80").is_err());
+        assert!(loopback_addr("https://127.0.0.1:1").is_err());
+    }
+}

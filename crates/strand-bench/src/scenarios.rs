@@ -1,0 +1,547 @@
+//! The four scenarios. Each is bounded in time and in count, and returns
+//! its figures as a JSON object.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use clap::Args;
+use http_body_util::BodyExt;
+use hyper::{Method, StatusCode};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use crate::Scenario;
+use crate::client::Conn;
+use crate::stats::{Latencies, cpu_seconds, rss_bytes};
+
+/// Hard cap on requests any one scenario sends, whatever its duration.
+const MAX_REQUESTS: u64 = 20_000_000;
+/// How long any one scenario may run, setup included.
+const MAX_SCENARIO: Duration = Duration::from_secs(600);
+
+/// Options of `writes`.
+#[derive(Debug, Args)]
+pub(crate) struct WritesArgs {
+    /// Streams written to.
+    #[arg(long, default_value_t = 500)]
+    streams: usize,
+    /// Concurrent writers (one connection each; writer i writes stream i mod streams).
+    #[arg(long, default_value_t = 500)]
+    writers: usize,
+    /// How long to write.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Bytes per append.
+    #[arg(long, default_value_t = 256)]
+    body_bytes: usize,
+    /// Send idempotent producer headers (one producer per writer).
+    #[arg(long)]
+    producer: bool,
+    /// Batch like the TypeScript client's IdempotentProducer: wait this many
+    /// milliseconds, then send every append that arrived meanwhile in one
+    /// request (one producer sequence per batch). 0 = no batching.
+    #[arg(long, default_value_t = 0)]
+    linger_ms: u64,
+    /// With batching: appends each writer's application makes per second.
+    #[arg(long, default_value_t = 2_000)]
+    app_rate: u64,
+    /// With batching: the most bytes in one batch.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_batch_bytes: usize,
+}
+
+/// Options of `fanout`.
+#[derive(Debug, Args)]
+pub(crate) struct FanoutArgs {
+    /// SSE subscribers.
+    #[arg(long, default_value_t = 1000)]
+    subscribers: usize,
+    /// Appends per second by the one writer.
+    #[arg(long, default_value_t = 50)]
+    rate: u64,
+    /// How long to write.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+}
+
+/// Options of `catchup`.
+#[derive(Debug, Args)]
+pub(crate) struct CatchupArgs {
+    /// Clients, each with its own stream.
+    #[arg(long, default_value_t = 1000)]
+    clients: usize,
+    /// Messages per stream.
+    #[arg(long, default_value_t = 200)]
+    messages: usize,
+    /// Bytes per message.
+    #[arg(long, default_value_t = 1024)]
+    message_bytes: usize,
+}
+
+/// Options of `idle-memory`.
+#[derive(Debug, Args)]
+pub(crate) struct IdleMemoryArgs {
+    /// Empty streams to create.
+    #[arg(long, default_value_t = 100_000)]
+    streams: usize,
+}
+
+/// Runs a scenario.
+pub(crate) async fn run(
+    addr: SocketAddr,
+    pid: Option<u32>,
+    scenario: Scenario,
+) -> Result<Value, String> {
+    let run_id = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let prefix = format!("/v1/stream/bench-{run_id}");
+    let work = async {
+        match scenario {
+            Scenario::Writes(a) => writes(addr, pid, &prefix, a).await,
+            Scenario::Fanout(a) => fanout(addr, pid, &prefix, a).await,
+            Scenario::Catchup(a) => catchup(addr, pid, &prefix, a).await,
+            Scenario::IdleMemory(a) => idle_memory(addr, pid, &prefix, a).await,
+        }
+    };
+    tokio::time::timeout(MAX_SCENARIO, work)
+        .await
+        .map_err(|_| format!("scenario did not finish within {MAX_SCENARIO:?}"))?
+}
+
+fn cpu(pid: Option<u32>) -> Option<f64> {
+    pid.and_then(cpu_seconds)
+}
+
+fn cpu_per_op_us(before: Option<f64>, after: Option<f64>, ops: u64) -> Value {
+    match (before, after) {
+        (Some(b), Some(a)) if ops > 0 => json!(((a - b) * 1e6 / ops as f64 * 10.0).round() / 10.0),
+        _ => Value::Null,
+    }
+}
+
+/// Creates streams with `concurrency` connections.
+async fn create_streams(
+    addr: SocketAddr,
+    paths: &[String],
+    content_type: &str,
+    concurrency: usize,
+) -> Result<(), String> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let paths = Arc::new(paths.to_vec());
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency.max(1) {
+        let next = Arc::clone(&next);
+        let paths = Arc::clone(&paths);
+        let ct = content_type.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr).await?;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(path) = paths.get(i) else {
+                    return Ok::<(), String>(());
+                };
+                let r = conn
+                    .send(Method::PUT, path, &[("content-type", &ct)], Bytes::new())
+                    .await?;
+                if !(r.status == StatusCode::CREATED || r.status == StatusCode::OK) {
+                    return Err(format!("PUT {path}: {}", r.status));
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
+async fn writes(
+    addr: SocketAddr,
+    pid: Option<u32>,
+    prefix: &str,
+    a: WritesArgs,
+) -> Result<Value, String> {
+    let streams: Vec<String> = (0..a.streams.max(1))
+        .map(|i| format!("{prefix}-w{i}"))
+        .collect();
+    create_streams(addr, &streams, "application/octet-stream", 50).await?;
+    let body = Bytes::from(vec![b'x'; a.body_bytes]);
+    let appends = Arc::new(AtomicU64::new(0));
+    let requests = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let duration = Duration::from_secs(a.seconds.max(1));
+    let cpu_before = cpu(pid);
+    let started = Instant::now();
+    let deadline = started + duration;
+    let batching = a.linger_ms > 0;
+    let per_batch_max = (a.max_batch_bytes / a.body_bytes.max(1)).max(1) as u64;
+    let mut tasks = Vec::new();
+    for w in 0..a.writers.max(1) {
+        let path = streams[w % streams.len()].clone();
+        let body = body.clone();
+        let (appends, requests, errors) = (
+            Arc::clone(&appends),
+            Arc::clone(&requests),
+            Arc::clone(&errors),
+        );
+        let producer = a.producer || batching;
+        let (linger, app_rate) = (Duration::from_millis(a.linger_ms), a.app_rate);
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr).await?;
+            let mut lat = Latencies::default();
+            let producer_id = format!("writer-{w}");
+            let mut seq = 0u64;
+            let mut last_send = Instant::now();
+            while Instant::now() < deadline && requests.load(Ordering::Relaxed) < MAX_REQUESTS {
+                let (payload, count) = if batching {
+                    tokio::time::sleep_until((last_send + linger).into()).await;
+                    let waited = last_send.elapsed();
+                    let arrived =
+                        ((waited.as_secs_f64() * app_rate as f64) as u64).clamp(1, per_batch_max);
+                    let mut batch = Vec::with_capacity(body.len() * arrived as usize);
+                    for _ in 0..arrived {
+                        batch.extend_from_slice(&body);
+                    }
+                    (Bytes::from(batch), arrived)
+                } else {
+                    (body.clone(), 1)
+                };
+                last_send = Instant::now();
+                let seq_text = seq.to_string();
+                let mut headers = vec![("content-type", "application/octet-stream")];
+                if producer {
+                    headers.push(("producer-id", producer_id.as_str()));
+                    headers.push(("producer-epoch", "0"));
+                    headers.push(("producer-seq", seq_text.as_str()));
+                }
+                let t = Instant::now();
+                let r = conn.send(Method::POST, &path, &headers, payload).await;
+                lat.push(t.elapsed());
+                requests.fetch_add(1, Ordering::Relaxed);
+                match r {
+                    Ok(r) if r.status.is_success() => {
+                        appends.fetch_add(count, Ordering::Relaxed);
+                        seq += 1;
+                    }
+                    _ => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Ok::<Latencies, String>(lat)
+        }));
+    }
+    let mut lat = Latencies::default();
+    for t in tasks {
+        lat.extend(t.await.map_err(|e| e.to_string())??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu_after = cpu(pid);
+    let appends = appends.load(Ordering::Relaxed);
+    Ok(json!({
+        "scenario": "writes",
+        "producer": a.producer || batching,
+        "linger_ms": a.linger_ms,
+        "writers": a.writers,
+        "streams": a.streams,
+        "body_bytes": a.body_bytes,
+        "seconds": elapsed,
+        "requests": requests.load(Ordering::Relaxed),
+        "appends": appends,
+        "errors": errors.load(Ordering::Relaxed),
+        "appends_per_s": (appends as f64 / elapsed).round(),
+        "p50_ms": lat.percentile_ms(50.0),
+        "p99_ms": lat.percentile_ms(99.0),
+        "server_cpu_us_per_append": cpu_per_op_us(cpu_before, cpu_after, appends),
+    }))
+}
+
+/// Microseconds since `base`.
+fn micros_since(base: Instant) -> u64 {
+    u64::try_from(base.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+async fn fanout(
+    addr: SocketAddr,
+    pid: Option<u32>,
+    prefix: &str,
+    a: FanoutArgs,
+) -> Result<Value, String> {
+    let path = format!("{prefix}-fanout");
+    create_streams(addr, std::slice::from_ref(&path), "text/plain", 1).await?;
+    let base = Instant::now();
+    let total = a.rate.max(1) * a.seconds.max(1);
+    let ready = Arc::new(AtomicUsize::new(0));
+    let mut subs = Vec::new();
+    for _ in 0..a.subscribers {
+        let path = path.clone();
+        let ready = Arc::clone(&ready);
+        subs.push(tokio::spawn(async move {
+            subscribe(addr, &path, base, total, ready).await
+        }));
+    }
+    let wait_start = Instant::now();
+    while ready.load(Ordering::Relaxed) < a.subscribers {
+        if wait_start.elapsed() > Duration::from_secs(60) {
+            return Err(format!(
+                "only {} of {} subscribers connected",
+                ready.load(Ordering::Relaxed),
+                a.subscribers
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cpu_before = cpu(pid);
+    let mut writer = Conn::open(addr).await?;
+    let interval = Duration::from_secs_f64(1.0 / a.rate.max(1) as f64);
+    let mut next = Instant::now();
+    for seq in 0..total {
+        tokio::time::sleep_until(next.into()).await;
+        next += interval;
+        let body = format!("{seq}:{};", micros_since(base));
+        let r = writer
+            .send(
+                Method::POST,
+                &path,
+                &[("content-type", "text/plain")],
+                Bytes::from(body),
+            )
+            .await?;
+        if !r.status.is_success() {
+            return Err(format!("append {seq}: {}", r.status));
+        }
+    }
+    let mut lat = Latencies::default();
+    let mut complete = 0usize;
+    let mut received = 0u64;
+    for s in subs {
+        let (l, got) = s.await.map_err(|e| e.to_string())??;
+        received += got;
+        if got == total {
+            complete += 1;
+        }
+        lat.extend(l);
+    }
+    let cpu_after = cpu(pid);
+    let deliveries = total * a.subscribers as u64;
+    Ok(json!({
+        "scenario": "fanout",
+        "subscribers": a.subscribers,
+        "rate": a.rate,
+        "events": total,
+        "deliveries": received,
+        "expected_deliveries": deliveries,
+        "complete_subscribers": complete,
+        "all_delivered": received == deliveries,
+        "p50_ms": lat.percentile_ms(50.0),
+        "p99_ms": lat.percentile_ms(99.0),
+        "server_cpu_us_per_delivery": cpu_per_op_us(cpu_before, cpu_after, received),
+    }))
+}
+
+/// One SSE subscriber from the tail: collects the latency of every message
+/// until it has `total` of them or 5 s pass without news.
+async fn subscribe(
+    addr: SocketAddr,
+    path: &str,
+    base: Instant,
+    total: u64,
+    ready: Arc<AtomicUsize>,
+) -> Result<(Latencies, u64), String> {
+    let mut conn = Conn::open(addr).await?;
+    let response = conn
+        .start(
+            Method::GET,
+            &format!("{path}?offset=now&live=sse"),
+            &[],
+            Bytes::new(),
+        )
+        .await?;
+    if response.status() != StatusCode::OK {
+        return Err(format!("SSE: {}", response.status()));
+    }
+    let mut body = response.into_body();
+    let mut lat = Latencies::default();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut buffer = String::new();
+    let mut announced = false;
+    loop {
+        let frame = match tokio::time::timeout(Duration::from_secs(5), body.frame()).await {
+            Ok(Some(Ok(frame))) => frame,
+            _ => break,
+        };
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        let now = micros_since(base);
+        buffer.push_str(&String::from_utf8_lossy(data));
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            if event.starts_with("event: control") && !announced {
+                announced = true;
+                ready.fetch_add(1, Ordering::Relaxed);
+            }
+            if !event.starts_with("event: data") {
+                continue;
+            }
+            for line in event.lines().filter_map(|l| l.strip_prefix("data:")) {
+                for message in line.split(';').filter(|m| !m.is_empty()) {
+                    let Some((seq, sent)) = message.split_once(':') else {
+                        continue;
+                    };
+                    let (Ok(seq), Ok(sent)) = (seq.parse::<u64>(), sent.parse::<u64>()) else {
+                        continue;
+                    };
+                    if seen.insert(seq) {
+                        lat.push_micros(now.saturating_sub(sent));
+                    }
+                }
+            }
+        }
+        if seen.len() as u64 >= total {
+            break;
+        }
+    }
+    if !announced {
+        ready.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok((lat, seen.len() as u64))
+}
+
+async fn catchup(
+    addr: SocketAddr,
+    pid: Option<u32>,
+    prefix: &str,
+    a: CatchupArgs,
+) -> Result<Value, String> {
+    let streams: Vec<String> = (0..a.clients.max(1))
+        .map(|i| format!("{prefix}-c{i}"))
+        .collect();
+    create_streams(addr, &streams, "application/octet-stream", 50).await?;
+    // Fill: `messages` appends per stream, 50 connections.
+    let message = Bytes::from(vec![b'c'; a.message_bytes]);
+    let next = Arc::new(AtomicUsize::new(0));
+    let jobs = streams.len() * a.messages;
+    let shared = Arc::new(streams.clone());
+    let mut fill = Vec::new();
+    for _ in 0..50 {
+        let (next, shared, message) = (Arc::clone(&next), Arc::clone(&shared), message.clone());
+        let messages = a.messages;
+        fill.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr).await?;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= jobs {
+                    return Ok::<(), String>(());
+                }
+                let path = &shared[i / messages];
+                let r = conn
+                    .send(
+                        Method::POST,
+                        path,
+                        &[("content-type", "application/octet-stream")],
+                        message.clone(),
+                    )
+                    .await?;
+                if !r.status.is_success() {
+                    return Err(format!("fill {path}: {}", r.status));
+                }
+            }
+        }));
+    }
+    for f in fill {
+        f.await.map_err(|e| e.to_string())??;
+    }
+    let expected = (a.messages * a.message_bytes) as u64;
+    let cpu_before = cpu(pid);
+    let started = Instant::now();
+    let gate = Arc::new(Semaphore::new(a.clients));
+    let mut readers = Vec::new();
+    for path in streams {
+        let gate = Arc::clone(&gate);
+        readers.push(tokio::spawn(async move {
+            let _permit = gate.acquire().await.map_err(|e| e.to_string())?;
+            let mut conn = Conn::open(addr).await?;
+            let t = Instant::now();
+            let mut offset = "-1".to_owned();
+            let mut bytes = 0u64;
+            let mut requests = 0u64;
+            loop {
+                let r = conn
+                    .send(
+                        Method::GET,
+                        &format!("{path}?offset={offset}"),
+                        &[],
+                        Bytes::new(),
+                    )
+                    .await?;
+                requests += 1;
+                if r.status != StatusCode::OK {
+                    return Err(format!("read {path}: {}", r.status));
+                }
+                bytes += r.body.len() as u64;
+                offset = r.next_offset.ok_or("no Stream-Next-Offset")?;
+                if r.up_to_date || requests > 10_000 {
+                    break;
+                }
+            }
+            Ok::<(Duration, u64, u64), String>((t.elapsed(), bytes, requests))
+        }));
+    }
+    let mut lat = Latencies::default();
+    let (mut bytes, mut requests, mut short) = (0u64, 0u64, 0usize);
+    for r in readers {
+        let (d, b, n) = r.await.map_err(|e| e.to_string())??;
+        lat.push(d);
+        bytes += b;
+        requests += n;
+        if b != expected {
+            short += 1;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu_after = cpu(pid);
+    Ok(json!({
+        "scenario": "catchup",
+        "clients": a.clients,
+        "bytes_per_stream": expected,
+        "requests": requests,
+        "incomplete_streams": short,
+        "p50_ms": lat.percentile_ms(50.0),
+        "p99_ms": lat.percentile_ms(99.0),
+        "mib_per_s": ((bytes as f64 / (1024.0 * 1024.0)) / elapsed * 10.0).round() / 10.0,
+        "server_cpu_us_per_request": cpu_per_op_us(cpu_before, cpu_after, requests),
+        "samples": lat.len(),
+    }))
+}
+
+async fn idle_memory(
+    addr: SocketAddr,
+    pid: Option<u32>,
+    prefix: &str,
+    a: IdleMemoryArgs,
+) -> Result<Value, String> {
+    let Some(pid) = pid else {
+        return Err("idle-memory needs --server-pid".into());
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss_bytes(pid).ok_or("cannot read the server's memory")?;
+    let streams: Vec<String> = (0..a.streams).map(|i| format!("{prefix}-m{i}")).collect();
+    let cpu_before = cpu_seconds(pid);
+    create_streams(addr, &streams, "application/octet-stream", 64).await?;
+    let cpu_after = cpu_seconds(pid);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = rss_bytes(pid).ok_or("cannot read the server's memory")?;
+    Ok(json!({
+        "scenario": "idle-memory",
+        "streams": a.streams,
+        "rss_before": before,
+        "rss_after": after,
+        "bytes_per_stream": (after.saturating_sub(before) as f64 / a.streams.max(1) as f64).round(),
+        "server_cpu_us_per_create": cpu_per_op_us(cpu_before, cpu_after, a.streams as u64),
+    }))
+}

@@ -1,0 +1,403 @@
+//! `cargo xtask loadtest [--compare] [--quick]`: the load scenarios of
+//! `strand-bench` against strand-server, and with `--compare` also against
+//! the node reference server (`@durable-streams/server` 0.3.7, pinned in
+//! `tests/http-conformance/package-lock.json`) and the Rust community server
+//! (`durable-streams-server` 0.3.0, installed with `cargo install --locked`
+//! into `target/peers/`), one server at a time, each in memory, each
+//! restarted for every scenario. Prints one table: every figure for each
+//! server and strand's ratio to each peer.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::http_conformance::{
+    ServerGuard, log_tail, loopback_addr, prepare_packages, start_node, start_strand, target_dir,
+};
+use crate::{cargo, run};
+
+/// The Rust community server this compares against, pinned.
+const PEER_CRATE: &str = "durable-streams-server";
+const PEER_VERSION: &str = "0.3.0";
+/// Idle timeout for live reads during the load runs (node's default).
+const LONG_POLL_MS: u64 = 30_000;
+
+/// Usage of the task.
+pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick]";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Strand,
+    Node,
+    RustPeer,
+}
+
+impl Target {
+    fn label(self) -> &'static str {
+        match self {
+            Target::Strand => "strand",
+            Target::Node => "node 0.3.7",
+            Target::RustPeer => "rust 0.3.0",
+        }
+    }
+}
+
+/// One scenario: a name for the table, the bench arguments, and the
+/// figures to show (JSON key, label, whether higher is better).
+struct Scenario {
+    name: String,
+    args: Vec<String>,
+    figures: &'static [(&'static str, &'static str, bool)],
+}
+
+const WRITE_FIGURES: &[(&str, &str, bool)] = &[
+    ("appends_per_s", "appends/s", true),
+    ("p50_ms", "p50 ms", false),
+    ("p99_ms", "p99 ms", false),
+    ("server_cpu_us_per_append", "server CPU us/append", false),
+    ("errors", "errors", false),
+];
+const FANOUT_FIGURES: &[(&str, &str, bool)] = &[
+    ("p50_ms", "p50 ms", false),
+    ("p99_ms", "p99 ms", false),
+    ("all_delivered", "every event to every subscriber", true),
+    (
+        "server_cpu_us_per_delivery",
+        "server CPU us/delivery",
+        false,
+    ),
+];
+const CATCHUP_FIGURES: &[(&str, &str, bool)] = &[
+    ("p99_ms", "p99 ms to up-to-date", false),
+    ("mib_per_s", "MiB/s", true),
+    ("server_cpu_us_per_request", "server CPU us/request", false),
+    ("incomplete_streams", "incomplete streams", false),
+];
+const MEMORY_FIGURES: &[(&str, &str, bool)] = &[("bytes_per_stream", "RSS bytes/stream", false)];
+
+fn scenarios(quick: bool) -> Vec<Scenario> {
+    let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+    let secs = if quick { "3" } else { "10" };
+    let mut out = vec![
+        Scenario {
+            name: "writes: 500 writers x 256 B".into(),
+            args: s(&["writes", "--seconds", secs]),
+            figures: WRITE_FIGURES,
+        },
+        Scenario {
+            name: "writes, idempotent producers".into(),
+            args: s(&["writes", "--producer", "--seconds", secs]),
+            figures: WRITE_FIGURES,
+        },
+        Scenario {
+            name: "writes, client batching (linger 5 ms)".into(),
+            args: s(&["writes", "--linger-ms", "5", "--seconds", secs]),
+            figures: WRITE_FIGURES,
+        },
+    ];
+    let subscribers: &[&str] = if quick {
+        &["50", "200"]
+    } else {
+        &["50", "200", "500", "1000"]
+    };
+    for n in subscribers {
+        out.push(Scenario {
+            name: format!("fan-out: {n} SSE subscribers, 50 appends/s"),
+            args: s(&[
+                "fanout",
+                "--subscribers",
+                n,
+                "--seconds",
+                if quick { "3" } else { "5" },
+            ]),
+            figures: FANOUT_FIGURES,
+        });
+    }
+    out.push(Scenario {
+        name: "catch-up: clients x 200 x 1 KiB".into(),
+        args: s(&["catchup", "--clients", if quick { "100" } else { "1000" }]),
+        figures: CATCHUP_FIGURES,
+    });
+    out.push(Scenario {
+        name: "idle memory: empty streams".into(),
+        args: s(&[
+            "idle-memory",
+            "--streams",
+            if quick { "20000" } else { "100000" },
+        ]),
+        figures: MEMORY_FIGURES,
+    });
+    out
+}
+
+/// `cargo xtask loadtest ARGS`.
+pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
+    let (mut compare, mut quick) = (false, false);
+    for a in args {
+        match a.as_str() {
+            "--compare" => compare = true,
+            "--quick" => quick = true,
+            other => return Err(format!("unknown option `{other}`; usage: {USAGE}")),
+        }
+    }
+    let mut build = cargo(root);
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "strand-server",
+        "-p",
+        "strand-bench",
+    ]);
+    run(build)?;
+    let work = target_dir(root).join("loadtest");
+    fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    let mut targets = vec![Target::Strand];
+    if compare {
+        prepare_packages(root, &target_dir(root).join("http-conformance"))?;
+        ensure_peer(root)?;
+        targets.extend([Target::Node, Target::RustPeer]);
+    }
+    let bench = target_dir(root).join("release").join("strand-bench");
+    let scenarios = scenarios(quick);
+    let mut results: BTreeMap<(usize, usize), Value> = BTreeMap::new();
+    let mut raw = Vec::new();
+    for (si, scenario) in scenarios.iter().enumerate() {
+        for (ti, target) in targets.iter().enumerate() {
+            println!("==> {} against {}", scenario.name, target.label());
+            let mut server = start(root, *target, &work)?;
+            let outcome = run_bench(&bench, &server, &scenario.args);
+            server.check_running()?;
+            drop(server);
+            match outcome {
+                Ok(value) => {
+                    println!("    {value}");
+                    raw.push(serde_json::json!({"target": target.label(), "scenario": scenario.name, "result": value}));
+                    results.insert((si, ti), value);
+                }
+                Err(e) => {
+                    println!("    failed: {e}");
+                    raw.push(serde_json::json!({"target": target.label(), "scenario": scenario.name, "error": e}));
+                }
+            }
+        }
+    }
+    let raw_path = work.join("results.json");
+    fs::write(
+        &raw_path,
+        serde_json::to_vec_pretty(&raw).unwrap_or_default(),
+    )
+    .map_err(|e| format!("cannot write {}: {e}", raw_path.display()))?;
+    print_table(&scenarios, &targets, &results);
+    println!("raw results: {}", raw_path.display());
+    Ok(())
+}
+
+fn start(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
+    match target {
+        Target::Strand => start_strand(root, LONG_POLL_MS, work.join("strand-server.log")),
+        Target::Node => start_node(
+            &target_dir(root).join("http-conformance"),
+            LONG_POLL_MS,
+            work.join("node-server.log"),
+        ),
+        Target::RustPeer => start_peer(root, work),
+    }
+}
+
+fn run_bench(bench: &Path, server: &ServerGuard, args: &[String]) -> Result<Value, String> {
+    let output = Command::new(bench)
+        .arg("--url")
+        .arg(&server.url)
+        .arg("--server-pid")
+        .arg(server.pid().to_string())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bench.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .ok_or_else(|| {
+            format!(
+                "no RESULT line; stderr: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            )
+        })?;
+    serde_json::from_str(line).map_err(|e| format!("bad RESULT line: {e}"))
+}
+
+fn peer_binary(root: &Path) -> PathBuf {
+    target_dir(root).join("peers").join("bin").join(PEER_CRATE)
+}
+
+/// Installs the pinned Rust community server under `target/peers/` once.
+fn ensure_peer(root: &Path) -> Result<(), String> {
+    let stamp = target_dir(root)
+        .join("peers")
+        .join(format!("{PEER_CRATE}-{PEER_VERSION}.installed"));
+    if peer_binary(root).is_file() && stamp.is_file() {
+        return Ok(());
+    }
+    println!(
+        "xtask: installing {PEER_CRATE} {PEER_VERSION} into target/peers (cargo install --locked)"
+    );
+    let mut cmd = cargo(root);
+    cmd.args([
+        "install",
+        "--locked",
+        "--force",
+        &format!("{PEER_CRATE}@{PEER_VERSION}"),
+        "--root",
+    ])
+    .arg(target_dir(root).join("peers"));
+    run(cmd)?;
+    fs::write(&stamp, PEER_VERSION).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
+}
+
+/// Starts the Rust community server in memory on a free loopback port and
+/// waits for `/healthz`.
+fn start_peer(root: &Path, work: &Path) -> Result<ServerGuard, String> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
+    let log = work.join("rust-peer.log");
+    let file =
+        fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let err = file.try_clone().map_err(|e| e.to_string())?;
+    let child = Command::new(peer_binary(root))
+        .env("DS_SERVER__BIND_ADDRESS", format!("127.0.0.1:{port}"))
+        .env("DS_STORAGE__MODE", "memory")
+        .env("DS_TRANSPORT__MODE", "http")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("cannot start {PEER_CRATE}: {e}"))?;
+    let url = format!("http://127.0.0.1:{port}");
+    let mut guard = ServerGuard {
+        name: "durable-streams-server",
+        child,
+        stdin: None,
+        url: url.clone(),
+        log: log.clone(),
+    };
+    let addr = loopback_addr(&url)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        guard.check_running()?;
+        if get_status(addr, "/healthz") == Some(200) {
+            return Ok(guard);
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!(
+        "{PEER_CRATE} did not become healthy; {}",
+        log_tail(&log)
+    ))
+}
+
+fn get_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 16];
+    let n = s.read(&mut head).ok()?;
+    String::from_utf8_lossy(&head[..n])
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+        _ => None,
+    }
+}
+
+fn show(v: Option<&Value>) -> String {
+    match v {
+        None => "-".into(),
+        Some(Value::Bool(b)) => if *b { "yes" } else { "NO" }.into(),
+        Some(Value::Number(n)) => {
+            let f = n.as_f64().unwrap_or(0.0);
+            if f.abs() >= 100.0 || f.fract() == 0.0 {
+                format!("{f:.0}")
+            } else {
+                format!("{f:.2}")
+            }
+        }
+        Some(other) => other.to_string(),
+    }
+}
+
+fn print_table(
+    scenarios: &[Scenario],
+    targets: &[Target],
+    results: &BTreeMap<(usize, usize), Value>,
+) {
+    let mut header = format!("| {:<44} | {:<32} |", "scenario", "figure");
+    for t in targets {
+        header.push_str(&format!(" {:>10} |", t.label()));
+    }
+    for t in targets.iter().skip(1) {
+        header.push_str(&format!(
+            " strand/{:<10} |",
+            t.label().split(' ').next().unwrap_or("")
+        ));
+    }
+    println!();
+    println!("{header}");
+    println!(
+        "|{}|",
+        header
+            .chars()
+            .skip(1)
+            .map(|c| if c == '|' { '|' } else { '-' })
+            .collect::<String>()
+            .trim_end_matches('|')
+    );
+    for (si, scenario) in scenarios.iter().enumerate() {
+        for (key, label, _higher) in scenario.figures {
+            let mut row = format!("| {:<44} | {:<32} |", scenario.name, label);
+            let values: Vec<Option<&Value>> = (0..targets.len())
+                .map(|ti| results.get(&(si, ti)).and_then(|r| r.get(*key)))
+                .collect();
+            for v in &values {
+                row.push_str(&format!(" {:>10} |", show(*v)));
+            }
+            for v in values.iter().skip(1) {
+                let ratio = match (values[0].and_then(number), v.and_then(number)) {
+                    (Some(a), Some(b))
+                        if b != 0.0
+                            && *key != "all_delivered"
+                            && *key != "errors"
+                            && *key != "incomplete_streams" =>
+                    {
+                        format!("{:.2}x", a / b)
+                    }
+                    _ => "-".into(),
+                };
+                row.push_str(&format!(" {:>17} |", ratio));
+            }
+            println!("{row}");
+        }
+    }
+}
