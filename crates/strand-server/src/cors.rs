@@ -2,8 +2,7 @@
 //! the preflight answer.
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Request, Response, StatusCode, header};
-use axum::middleware::Next;
+use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 
 const ALLOW_METHODS: &str = "GET, POST, PUT, DELETE, HEAD, OPTIONS";
 const ALLOW_HEADERS: &str = "content-type, authorization, if-none-match, stream-seq, stream-ttl, \
@@ -15,21 +14,11 @@ producer-epoch, producer-seq, producer-expected-seq, producer-received-seq, \
 stream-sse-data-encoding, stream-ttl, stream-expires-at, etag, location, content-type, \
 content-encoding, vary, retry-after";
 
-/// Adds the CORS and security headers to a response; answers a preflight
-/// `OPTIONS` with 204.
-pub async fn layer(request: Request<Body>, next: Next) -> Response<Body> {
-    let mut response = if request.method() == axum::http::Method::OPTIONS {
-        let mut r = Response::new(Body::empty());
-        *r.status_mut() = StatusCode::NO_CONTENT;
-        r
-    } else {
-        next.run(request).await
+/// Adds the CORS and security headers to a response.
+pub fn add_headers(headers: &mut HeaderMap) {
+    let set = |headers: &mut HeaderMap, name: header::HeaderName, value: &'static str| {
+        headers.insert(name, HeaderValue::from_static(value));
     };
-    let headers = response.headers_mut();
-    let set =
-        |headers: &mut axum::http::HeaderMap, name: header::HeaderName, value: &'static str| {
-            headers.insert(name, HeaderValue::from_static(value));
-        };
     set(headers, header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
     set(headers, header::ACCESS_CONTROL_ALLOW_METHODS, ALLOW_METHODS);
     set(headers, header::ACCESS_CONTROL_ALLOW_HEADERS, ALLOW_HEADERS);
@@ -44,5 +33,12 @@ pub async fn layer(request: Request<Body>, next: Next) -> Response<Body> {
         header::HeaderName::from_static("cross-origin-resource-policy"),
         "cross-origin",
     );
-    response
+}
+
+/// The answer to a CORS preflight (`OPTIONS` on any path): 204; the
+/// headers come from [`add_headers`] like every other response's.
+pub fn preflight() -> Response<Body> {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    r
 }

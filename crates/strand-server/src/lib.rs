@@ -25,13 +25,8 @@ pub mod time;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::Request;
-use axum::middleware::{self, Next};
-use axum::response::Response;
 use strand_engine::{Engine, EngineConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -39,37 +34,14 @@ use tokio::sync::watch;
 pub use config::Config;
 pub use state::AppState;
 
-/// Builds the application: routes, CORS and request logging, over an
+/// Builds the application (routes, CORS and request logging) over an
 /// engine.
 pub fn app(config: Arc<Config>, engine: Engine, shutdown: watch::Receiver<bool>) -> Router {
-    let state = AppState {
+    routes::router(AppState {
         config,
         engine,
         shutdown,
-    };
-    routes::router(state)
-        .layer(middleware::from_fn(cors::layer))
-        .layer(middleware::from_fn(log_request))
-}
-
-async fn log_request(request: Request<Body>, next: Next) -> Response {
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let started = Instant::now();
-    let response = next.run(request).await;
-    let status = response.status();
-    if status.is_server_error() {
-        tracing::warn!(%method, %path, status = status.as_u16(), "request failed");
-    } else {
-        tracing::debug!(
-            %method,
-            %path,
-            status = status.as_u16(),
-            micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            "request"
-        );
-    }
-    response
+    })
 }
 
 /// The engine configuration a server configuration asks for.

@@ -11,7 +11,8 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use std::time::Instant;
+
 use strand::BucketStreamId;
 
 use crate::errors::{ApiError, Layout};
@@ -21,23 +22,42 @@ use stream::StreamRequest;
 /// The Durable Streams mount.
 pub const DS_PREFIX: &str = "/v1/stream/";
 
-/// The server's routes.
+/// The server's routes. Every request goes through [`dispatch`], which
+/// adds the CORS and security headers and writes the request log line, so
+/// no middleware layer boxes each request's future again.
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/__strand/health", get(health))
-        .fallback(dispatch)
-        .with_state(state)
-}
-
-async fn health() -> &'static str {
-    "ok\n"
+    Router::new().fallback(dispatch).with_state(state)
 }
 
 async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
-    match route(state, request).await {
-        Ok(response) => response,
-        Err(error) => error.into_response(),
+    let started = Instant::now();
+    let method = request.method().clone();
+    let uri = request.uri().clone();
+    let mut response = if method == Method::OPTIONS {
+        crate::cors::preflight()
+    } else if uri.path() == "/__strand/health" && (method == Method::GET || method == Method::HEAD)
+    {
+        "ok\n".into_response()
+    } else {
+        match route(state, request).await {
+            Ok(response) => response,
+            Err(error) => error.into_response(),
+        }
+    };
+    crate::cors::add_headers(response.headers_mut());
+    let status = response.status();
+    if status.is_server_error() {
+        tracing::warn!(%method, path = uri.path(), status = status.as_u16(), "request failed");
+    } else {
+        tracing::debug!(
+            %method,
+            path = uri.path(),
+            status = status.as_u16(),
+            micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "request"
+        );
     }
+    response
 }
 
 /// Splits a raw path into percent-decoded segments, refusing what no
