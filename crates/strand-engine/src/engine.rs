@@ -16,7 +16,7 @@ use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
 use crate::placement::group_of;
-use crate::waiters::Wake;
+use crate::waiters::{AppendNotice, Wake};
 
 /// How an engine is sized.
 #[derive(Debug, Clone)]
@@ -56,10 +56,13 @@ pub enum EngineError {
 }
 
 /// What a live-read wait ended with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WaitOutcome {
     /// The stream changed (or is gone): read again.
     Changed,
+    /// An append started at the waited offset: its bytes, so the reader
+    /// need not read them again.
+    Appended(AppendNotice),
     /// Nothing happened before the deadline.
     TimedOut,
     /// The engine is shutting down.
@@ -288,7 +291,9 @@ impl Engine {
     }
 
     /// Waits until the stream's tail passes `offset`, it closes or goes
-    /// away, or `timeout` passes. Costs no CPU while parked.
+    /// away, or `timeout` passes. Costs no CPU while parked. When an inline
+    /// append starting exactly at `offset` ends the wait, its bytes come
+    /// with it ([`WaitOutcome::Appended`]).
     pub async fn wait(
         &self,
         stream_id: BucketStreamId,
@@ -310,6 +315,7 @@ impl Engine {
         match tokio::time::timeout(timeout, rx).await {
             Err(_) => Ok(WaitOutcome::TimedOut),
             Ok(Ok(Wake::Changed)) => Ok(WaitOutcome::Changed),
+            Ok(Ok(Wake::Appended(notice))) => Ok(WaitOutcome::Appended(notice)),
             Ok(Ok(Wake::Shutdown)) | Ok(Err(_)) => Ok(WaitOutcome::Shutdown),
         }
     }

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
-use crate::waiters::{Waiters, Wake};
+use crate::waiters::{AppendNotice, Waiters, Wake};
 
 /// A query run on the group's machine inside its task.
 pub(crate) type Query = Box<dyn FnOnce(&StreamStateMachine) + Send>;
@@ -85,23 +85,55 @@ impl GroupCore {
         }
     }
 
-    /// Applies a command and wakes the readers it may concern.
+    /// Applies a command and wakes the readers it may concern. With no
+    /// reader parked in the group this is `machine.apply` alone.
     fn commit(&mut self, command: StreamCommand) -> StreamResponse {
+        if self.waiters.is_empty() {
+            return self.machine.apply(command);
+        }
         let touched = touched_stream(&command);
         let purged = match &command {
             StreamCommand::PurgeBucket { bucket_id } => Some(bucket_id.clone()),
             _ => None,
         };
         let import = matches!(command, StreamCommand::ImportSnapshot { .. });
+        // An inline append's bytes go straight to the readers parked at its
+        // start (a `Bytes` clone).
+        let appended = match (&command, &touched) {
+            (StreamCommand::Append { payload, .. }, Some(id)) if self.waiters.has(id) => {
+                Some(payload.clone())
+            }
+            _ => None,
+        };
         let response = self.machine.apply(command);
         if let Some(id) = touched {
-            self.waiters.wake(&id);
+            match (&response, appended) {
+                (
+                    StreamResponse::Appended {
+                        offset,
+                        next_offset,
+                        closed,
+                        deduplicated: false,
+                        ..
+                    },
+                    Some(payload),
+                ) if next_offset.checked_sub(*offset) == u64::try_from(payload.len()).ok() => {
+                    let notice = AppendNotice {
+                        offset: *offset,
+                        next_offset: *next_offset,
+                        payload,
+                        closed: *closed,
+                    };
+                    self.waiters.wake_appended(&id, &notice);
+                }
+                _ => self.waiters.wake(&id),
+            }
         }
         if let Some(bucket) = purged {
             self.waiters.wake_bucket(&bucket);
         }
         if import {
-            self.waiters.wake_all(Wake::Changed);
+            self.waiters.wake_all(&Wake::Changed);
         }
         response
     }
@@ -185,7 +217,7 @@ impl GroupCore {
                 reply,
             } => match self.machine.head(&stream_id) {
                 Some(m) if m.tail_offset <= offset && m.status == strand::StreamStatus::Open => {
-                    self.waiters.park(&stream_id, reply);
+                    self.waiters.park(&stream_id, offset, reply);
                 }
                 _ => {
                     let _ = reply.send(Wake::Changed);
@@ -317,7 +349,7 @@ impl GroupCore {
 
     /// Ends every parked reader (shutdown).
     pub(crate) fn shutdown(&mut self) {
-        self.waiters.wake_all(Wake::Shutdown);
+        self.waiters.wake_all(&Wake::Shutdown);
     }
 }
 

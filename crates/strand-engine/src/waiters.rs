@@ -1,47 +1,96 @@
 //! Live-read waiters parked per stream. A waiter costs one entry in its
 //! stream's list and no CPU until that stream changes; waking a stream's
-//! readers touches only that stream's list.
+//! readers touches only that stream's list. A reader parked exactly at the
+//! tail that an append extends is handed the appended bytes with its wake,
+//! so it need not come back to the group to read them.
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
 use strand::BucketStreamId;
 use tokio::sync::oneshot;
 
+/// An append, as a reader parked at its start offset receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendNotice {
+    /// Where the appended bytes start (the reader's offset).
+    pub offset: u64,
+    /// The tail after the append.
+    pub next_offset: u64,
+    /// The appended bytes, exactly as stored (a `Bytes` clone, no copy).
+    pub payload: Bytes,
+    /// Whether the append closed the stream.
+    pub closed: bool,
+}
+
 /// Why a parked reader was woken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Wake {
     /// The stream changed (append, close, delete, expiry): read again.
     Changed,
+    /// An append starting at the reader's offset: these are its bytes.
+    Appended(AppendNotice),
     /// The engine is shutting down: end the live read.
     Shutdown,
 }
 
+struct Waiter {
+    offset: u64,
+    tx: oneshot::Sender<Wake>,
+}
+
 /// The waiters of one group, by stream.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Waiters {
-    by_stream: HashMap<BucketStreamId, Vec<oneshot::Sender<Wake>>>,
+    by_stream: HashMap<BucketStreamId, Vec<Waiter>>,
 }
 
 impl Waiters {
-    /// Parks a waiter on a stream. Entries of readers that gave up (their
-    /// receiver dropped) are pruned whenever a list doubles, so a stream
-    /// that never changes does not collect them without bound.
-    pub(crate) fn park(&mut self, id: &BucketStreamId, tx: oneshot::Sender<Wake>) {
+    /// Whether no reader is parked in this group (the write path then skips
+    /// the wake-up bookkeeping entirely).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_stream.is_empty()
+    }
+
+    /// Whether readers are parked on `id`.
+    pub(crate) fn has(&self, id: &BucketStreamId) -> bool {
+        self.by_stream.contains_key(id)
+    }
+
+    /// Parks a waiter at `offset` on a stream. Entries of readers that gave
+    /// up (their receiver dropped) are pruned whenever a list doubles, so a
+    /// stream that never changes does not collect them without bound.
+    pub(crate) fn park(&mut self, id: &BucketStreamId, offset: u64, tx: oneshot::Sender<Wake>) {
         let list = match self.by_stream.get_mut(id) {
             Some(list) => list,
             None => self.by_stream.entry(id.clone()).or_default(),
         };
         if list.len() >= 16 && list.len().is_power_of_two() {
-            list.retain(|w| !w.is_closed());
+            list.retain(|w| !w.tx.is_closed());
         }
-        list.push(tx);
+        list.push(Waiter { offset, tx });
     }
 
-    /// Wakes every waiter of one stream.
+    /// Wakes every waiter of one stream to read again.
     pub(crate) fn wake(&mut self, id: &BucketStreamId) {
         if let Some(list) = self.by_stream.remove(id) {
-            for tx in list {
-                let _ = tx.send(Wake::Changed);
+            for w in list {
+                let _ = w.tx.send(Wake::Changed);
+            }
+        }
+    }
+
+    /// Wakes every waiter of one stream after an append: those parked at
+    /// its start get its bytes, the others read again.
+    pub(crate) fn wake_appended(&mut self, id: &BucketStreamId, notice: &AppendNotice) {
+        if let Some(list) = self.by_stream.remove(id) {
+            for w in list {
+                let wake = if w.offset == notice.offset {
+                    Wake::Appended(notice.clone())
+                } else {
+                    Wake::Changed
+                };
+                let _ = w.tx.send(wake);
             }
         }
     }
@@ -60,10 +109,10 @@ impl Waiters {
     }
 
     /// Wakes every waiter with `wake`.
-    pub(crate) fn wake_all(&mut self, wake: Wake) {
+    pub(crate) fn wake_all(&mut self, wake: &Wake) {
         for (_, list) in self.by_stream.drain() {
-            for tx in list {
-                let _ = tx.send(wake);
+            for w in list {
+                let _ = w.tx.send(wake.clone());
             }
         }
     }
@@ -86,14 +135,34 @@ mod tests {
         let b = BucketStreamId::new("b", "b");
         let (tx1, mut rx1) = oneshot::channel();
         let (tx2, mut rx2) = oneshot::channel();
-        w.park(&a, tx1);
-        w.park(&b, tx2);
+        w.park(&a, 0, tx1);
+        w.park(&b, 0, tx2);
         w.wake(&a);
         assert_eq!(rx1.try_recv(), Ok(Wake::Changed));
         assert!(rx2.try_recv().is_err());
         assert_eq!(w.len(), 1);
-        w.wake_all(Wake::Shutdown);
+        w.wake_all(&Wake::Shutdown);
         assert_eq!(rx2.try_recv(), Ok(Wake::Shutdown));
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn an_append_hands_its_bytes_to_readers_at_its_start() {
+        let mut w = Waiters::default();
+        let a = BucketStreamId::new("b", "a");
+        let (at_tail, mut rx_tail) = oneshot::channel();
+        let (behind, mut rx_behind) = oneshot::channel();
+        w.park(&a, 5, at_tail);
+        w.park(&a, 3, behind);
+        let notice = AppendNotice {
+            offset: 5,
+            next_offset: 7,
+            payload: Bytes::from_static(b"xy"),
+            closed: false,
+        };
+        w.wake_appended(&a, &notice);
+        assert_eq!(rx_tail.try_recv(), Ok(Wake::Appended(notice)));
+        assert_eq!(rx_behind.try_recv(), Ok(Wake::Changed));
     }
 
     #[test]
@@ -103,7 +172,7 @@ mod tests {
         for _ in 0..1000 {
             let (tx, rx) = oneshot::channel();
             drop(rx);
-            w.park(&a, tx);
+            w.park(&a, 0, tx);
         }
         assert!(w.len() < 64, "{} entries kept", w.len());
     }

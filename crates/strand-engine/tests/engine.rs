@@ -138,7 +138,14 @@ async fn an_append_wakes_only_its_streams_waiters() {
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     e.write(append(&a, b"2")).await.unwrap();
-    assert_eq!(wait_a.await.unwrap().unwrap(), WaitOutcome::Changed);
+    // Parked exactly at the tail the append extends: the bytes come along.
+    match wait_a.await.unwrap().unwrap() {
+        WaitOutcome::Appended(n) => {
+            assert_eq!((n.offset, n.next_offset, n.closed), (1, 2, false));
+            assert_eq!(n.payload, Bytes::from_static(b"2"));
+        }
+        other => panic!("{other:?}"),
+    }
     assert_eq!(wait_b.await.unwrap().unwrap(), WaitOutcome::TimedOut);
     // Already past the offset: no parking at all.
     assert_eq!(

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use bytes::{Bytes, BytesMut};
 use strand::{HotRead, StreamErrorCode, StreamResponse};
-use strand_engine::{ReadFrom, WaitOutcome, WaiterPermit};
+use strand_engine::{AppendNotice, ReadFrom, WaitOutcome, WaiterPermit};
 
 use crate::errors::{ApiError, ApiResult};
 use crate::headers as h;
@@ -128,8 +128,12 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
     let deadline = Instant::now() + state.config.long_poll_timeout();
     let mut _permit = None;
     let mut shutdown = state.shutdown.clone();
+    let mut pending: Option<HotRead> = None;
     loop {
-        let page = read_page(state, target, from).await?;
+        let page = match pending.take() {
+            Some(read) => page_of(read),
+            None => read_page(state, target, from).await?,
+        };
         let cursor = next_cursor(state.engine.now_ms(), query.cursor.as_deref()).to_string();
         if !page.empty || page.closed {
             let status = if page.empty {
@@ -179,6 +183,9 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
         };
         match outcome {
             WaitOutcome::Changed => {}
+            WaitOutcome::Appended(notice) => {
+                pending = Some(notice_read(notice, page.content_type));
+            }
             WaitOutcome::TimedOut | WaitOutcome::Shutdown => {
                 // A last look, so an append racing the deadline is not lost.
                 let page = read_page(state, target, from).await?;
@@ -187,6 +194,18 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
                 }
             }
         }
+    }
+}
+
+/// The read an append notice stands for: its bytes, at the tail they made.
+fn notice_read(notice: AppendNotice, content_type: String) -> HotRead {
+    HotRead {
+        offset: notice.offset,
+        next_offset: notice.next_offset,
+        content_type,
+        slices: vec![notice.payload],
+        up_to_date: true,
+        closed: notice.closed,
     }
 }
 
@@ -201,6 +220,7 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
     let first = read_hot(state, target, from).await?;
     let permit = permit(state)?;
     let encoding = DataEncoding::for_content_type(&first.content_type);
+    let content_type = first.content_type.clone();
     let session = SseSession {
         state: state.clone(),
         target: StreamRequest {
@@ -209,6 +229,7 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
             path: String::new(),
         },
         encoding,
+        content_type,
         cursor: query.cursor.clone(),
         pending: Some(first),
         offset: 0,
@@ -234,6 +255,7 @@ struct SseSession {
     state: AppState,
     target: StreamRequest,
     encoding: DataEncoding,
+    content_type: String,
     cursor: Option<String>,
     pending: Option<HotRead>,
     offset: u64,
@@ -317,6 +339,9 @@ impl SseSession {
             };
             match outcome {
                 WaitOutcome::Changed => {}
+                WaitOutcome::Appended(notice) => {
+                    self.pending = Some(notice_read(notice, self.content_type.clone()));
+                }
                 WaitOutcome::Shutdown => return None,
                 WaitOutcome::TimedOut => {
                     let control = sse::control_json(&next, Some(&cursor), true, false);
