@@ -1,14 +1,58 @@
 //! The server's configuration, as the command line fills it.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 
 /// strand-server: the Durable Streams HTTP protocol on strand's state
 /// machine, in memory, one node.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "strand-server", version, about)]
+#[command(
+    name = "strand-server",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// Serve (the default) with this configuration.
+    #[command(flatten)]
+    pub config: Config,
+    /// Or run a tool instead of serving.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Tools beside the server.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Print an HS256 token for operators and scripts.
+    Token(TokenArgs),
+}
+
+/// `strand-server token`.
+#[derive(Debug, Clone, Args)]
+pub struct TokenArgs {
+    /// The shared secret the server checks tokens with (`--auth-secret-file`).
+    #[arg(long)]
+    pub secret_file: PathBuf,
+    /// The bucket (or `bucket/stream-prefix`, or `*`) the token grants rights on.
+    #[arg(long)]
+    pub bucket: String,
+    /// Comma-separated rights: read, write, admin.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub rights: Vec<crate::auth::Right>,
+    /// How long the token is valid.
+    #[arg(long, default_value_t = 3600)]
+    pub ttl_seconds: u64,
+    /// Who the token speaks for (the `sub` claim, logged with requests).
+    #[arg(long, default_value = "operator")]
+    pub subject: String,
+}
+
+/// How the server runs.
+#[derive(Debug, Clone, Args)]
 pub struct Config {
     /// Address to listen on (loopback by default).
     #[arg(long, default_value = "127.0.0.1:4437")]
@@ -37,6 +81,18 @@ pub struct Config {
     /// Requests a group's queue holds before writes get 503.
     #[arg(long, default_value_t = 4096)]
     pub group_queue_depth: usize,
+    /// Turn on authentication with HS256 tokens signed with this shared
+    /// secret (every route but `GET /__strand/health` then needs a token).
+    #[arg(long)]
+    pub auth_secret_file: Option<PathBuf>,
+    /// Turn on authentication with EdDSA / RS256 tokens checked against the
+    /// public keys of this JWKS file.
+    #[arg(long)]
+    pub auth_jwks_file: Option<PathBuf>,
+    /// Serve a non-loopback address without authentication, deliberately
+    /// (silences the startup warning).
+    #[arg(long)]
+    pub allow_unauthenticated: bool,
     /// Longest an SSE response stays open, in milliseconds; clients resume
     /// from the last control event's offset.
     #[arg(long, default_value_t = 300_000)]
@@ -46,9 +102,31 @@ pub struct Config {
 impl Config {
     /// A configuration with every default, listening on `listen`.
     pub fn for_listen(listen: SocketAddr) -> Self {
-        let mut config = Self::parse_from(["strand-server"]);
+        let mut config = Cli::parse_from(["strand-server"]).config;
         config.listen = listen;
         config
+    }
+
+    /// The startup warning for a non-loopback address served without
+    /// authentication, unless `--allow-unauthenticated` asks for it.
+    pub fn unauthenticated_warning(&self, auth_on: bool) -> Option<String> {
+        (!self.listen.ip().is_loopback() && !auth_on && !self.allow_unauthenticated).then(|| {
+            format!(
+                "warning: listening on {} without authentication: anyone who can reach it may \
+                 read, write and purge every stream (--auth-secret-file or --auth-jwks-file \
+                 turns authentication on; --allow-unauthenticated silences this)",
+                self.listen
+            )
+        })
+    }
+
+    /// The token verifier the configuration asks for; `None` when
+    /// authentication is off.
+    pub fn verifier(&self) -> Result<Option<crate::auth::Verifier>, String> {
+        crate::auth::Verifier::from_files(
+            self.auth_secret_file.as_deref(),
+            self.auth_jwks_file.as_deref(),
+        )
     }
 
     /// The long-poll timeout.
@@ -62,5 +140,28 @@ impl Config {
     pub fn read_page_bytes(&self) -> usize {
         self.max_read_bytes
             .max(self.max_body_bytes.saturating_add(1))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_unauthenticated_public_binds_warn() {
+        let mut c = Config::for_listen("0.0.0.0:4437".parse().unwrap());
+        assert!(
+            c.unauthenticated_warning(false)
+                .unwrap()
+                .contains("0.0.0.0:4437")
+        );
+        assert!(c.unauthenticated_warning(true).is_none());
+        c.allow_unauthenticated = true;
+        assert!(c.unauthenticated_warning(false).is_none());
+        let local = Config::for_listen("127.0.0.1:4437".parse().unwrap());
+        assert!(local.unauthenticated_warning(false).is_none());
+        let v6 = Config::for_listen("[::1]:4437".parse().unwrap());
+        assert!(v6.unauthenticated_warning(false).is_none());
     }
 }

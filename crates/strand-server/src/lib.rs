@@ -9,6 +9,7 @@
 //! wake-ups belong to `strand-engine`; this crate never touches a machine
 //! directly.
 
+pub mod auth;
 pub mod body;
 pub mod config;
 pub mod cors;
@@ -31,16 +32,22 @@ use strand_engine::{Engine, EngineConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use config::Config;
+pub use config::{Cli, Command, Config};
 pub use state::AppState;
 
 /// Builds the application (routes, CORS and request logging) over an
 /// engine.
-pub fn app(config: Arc<Config>, engine: Engine, shutdown: watch::Receiver<bool>) -> Router {
+pub fn app(
+    config: Arc<Config>,
+    engine: Engine,
+    shutdown: watch::Receiver<bool>,
+    verifier: Option<auth::Verifier>,
+) -> Router {
     routes::router(AppState {
         config,
         engine,
         shutdown,
+        verifier: verifier.map(Arc::new),
     })
 }
 
@@ -71,8 +78,9 @@ pub async fn serve_with_engine(
     engine: Engine,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let verifier = config.verifier().map_err(std::io::Error::other)?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let router = app(Arc::new(config), engine.clone(), stop_rx);
+    let router = app(Arc::new(config), engine.clone(), stop_rx, verifier);
     let graceful = async move {
         signal.await;
         let _ = stop_tx.send(true);

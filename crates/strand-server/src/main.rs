@@ -4,11 +4,15 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use strand_server::Config;
+use strand_server::{Cli, Command, Config};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let config = Config::parse();
+    let cli = Cli::parse();
+    if let Some(Command::Token(args)) = cli.command {
+        return token(&args);
+    }
+    let config = cli.config;
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("STRAND_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
@@ -36,6 +40,16 @@ async fn run(config: Config) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let auth_on = match config.verifier() {
+        Ok(v) => v.is_some(),
+        Err(e) => {
+            eprintln!("strand-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(warning) = config.unauthenticated_warning(auth_on) {
+        eprintln!("strand-server: {warning}");
+    }
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -55,6 +69,37 @@ async fn run(config: Config) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strand-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `strand-server token`: prints an HS256 token.
+fn token(args: &strand_server::config::TokenArgs) -> ExitCode {
+    let secret = match strand_server::auth::read_secret(&args.secret_file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("strand-server token: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let claims = strand_server::auth::Claims {
+        sub: args.subject.clone(),
+        exp: now.saturating_add(args.ttl_seconds),
+        grants: [(args.bucket.clone(), args.rights.clone())]
+            .into_iter()
+            .collect(),
+    };
+    match strand_server::auth::sign_hs256(&secret, &claims) {
+        Ok(token) => {
+            println!("{token}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("strand-server token: {e}");
             ExitCode::FAILURE
         }
     }

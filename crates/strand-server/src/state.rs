@@ -5,6 +5,7 @@ use std::sync::Arc;
 use strand_engine::Engine;
 use tokio::sync::watch;
 
+use crate::auth::Verifier;
 use crate::config::Config;
 
 /// The server's shared state: configuration, the engine, and the signal
@@ -17,4 +18,6 @@ pub struct AppState {
     pub engine: Engine,
     /// Becomes `true` when the server starts shutting down.
     pub shutdown: watch::Receiver<bool>,
+    /// The token verifier; `None` when authentication is off.
+    pub verifier: Option<Arc<Verifier>>,
 }

@@ -24,10 +24,28 @@ fn help_documents_every_flag() {
         "--max-live-readers",
         "--group-queue-depth",
         "--sse-max-duration-ms",
+        "--auth-secret-file",
+        "--auth-jwks-file",
+        "--allow-unauthenticated",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
     assert!(help.contains("127.0.0.1:4437"));
+    assert!(
+        help.contains("token"),
+        "the token subcommand is listed:\n{help}"
+    );
+    let token_help = Command::new(BIN)
+        .args(["token", "--help"])
+        .output()
+        .unwrap();
+    let token_help = String::from_utf8(token_help.stdout).unwrap();
+    for flag in ["--secret-file", "--bucket", "--rights", "--ttl-seconds"] {
+        assert!(
+            token_help.contains(flag),
+            "token --help lacks {flag}:\n{token_help}"
+        );
+    }
 }
 
 #[test]

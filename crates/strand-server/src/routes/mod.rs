@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use strand::BucketStreamId;
 
+use crate::auth::{self, Right};
 use crate::errors::{ApiError, Layout};
 use crate::state::AppState;
 use stream::StreamRequest;
@@ -46,13 +47,18 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
     };
     crate::cors::add_headers(response.headers_mut());
     let status = response.status();
+    let subject = response
+        .extensions()
+        .get::<auth::Subject>()
+        .map_or("-", |s| s.0.as_str());
     if status.is_server_error() {
-        tracing::warn!(%method, path = uri.path(), status = status.as_u16(), "request failed");
+        tracing::warn!(%method, path = uri.path(), status = status.as_u16(), subject, "request failed");
     } else {
         tracing::debug!(
             %method,
             path = uri.path(),
             status = status.as_u16(),
+            subject,
             micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             "request"
         );
@@ -106,46 +112,109 @@ fn stream_id(bucket: &str, rest: &[String]) -> Result<BucketStreamId, ApiError> 
     }
 }
 
+/// The right a method needs on a stream or bucket.
+fn right_for(method: &Method) -> Right {
+    if method == Method::GET || method == Method::HEAD {
+        Right::Read
+    } else {
+        Right::Write
+    }
+}
+
+/// A stream's name for grant prefixes: its affinity path included.
+fn stream_name(id: &BucketStreamId) -> String {
+    match &id.affinity_key {
+        Some(key) => format!("{key}/{}", id.stream_id),
+        None => id.stream_id.clone(),
+    }
+}
+
+/// The bucket and stream name an extension route concerns.
+fn extension_scope(extension: &extensions::Extension) -> (String, String) {
+    use extensions::Extension as E;
+    match extension {
+        E::AppendBatch(id)
+        | E::Snapshot(id, _)
+        | E::Retention(id, _)
+        | E::Attrs(id)
+        | E::Bootstrap(id) => (id.bucket_id.clone(), stream_name(id)),
+        E::Transaction { bucket, affinity } => (bucket.clone(), format!("{affinity}/")),
+    }
+}
+
 async fn route(state: AppState, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
     let query = parts.uri.query().map(str::to_owned);
     let method = parts.method.clone();
     let headers = parts.headers;
-    if let Some(name) = path.strip_prefix(DS_PREFIX) {
+    let verifier = state.verifier.clone();
+    let authorize = |bucket: &str, stream: Option<&str>, right: Right| {
+        auth::authorize(verifier.as_deref(), &headers, bucket, stream, right)
+    };
+    let (subject, result) = if let Some(name) = path.strip_prefix(DS_PREFIX) {
         let names = segments(name)?;
         if names.is_empty() {
             return Err(ApiError::not_found("no stream named"));
         }
         let bucket = state.config.default_bucket.clone();
         let id = stream_id(&bucket, &names)?;
+        let subject = authorize(&bucket, Some(&stream_name(&id)), right_for(&method))?;
         let target = StreamRequest {
             id,
             layout: Layout::DurableStreams,
             path,
         };
-        return stream::handle(state, target, method, query, headers, body).await;
-    }
-    let segs = segments(&path)?;
-    match segs.split_first() {
-        Some((first, rest)) if first == "__strand" => {
-            admin::handle(&state, &method, rest, body).await
-        }
-        Some((bucket, [])) => bucket_route(&state, &method, bucket).await,
-        Some((bucket, rest)) => {
-            if let Some(extension) = extensions::classify(bucket, rest) {
-                return extensions::handle(&state, extension, &method, &headers, body).await;
+        (
+            subject,
+            stream::handle(state, target, method, query, headers, body).await,
+        )
+    } else {
+        let segs = segments(&path)?;
+        match segs.split_first() {
+            Some((first, rest)) if first == "__strand" => {
+                let subject = match rest {
+                    [_, bucket] => authorize(bucket, None, Right::Admin)?,
+                    _ => return Err(ApiError::not_found("no such admin route")),
+                };
+                (subject, admin::handle(&state, &method, rest, body).await)
             }
-            let id = stream_id(bucket, rest)?;
-            let target = StreamRequest {
-                id,
-                layout: Layout::Bucketed,
-                path,
-            };
-            stream::handle(state, target, method, query, headers, body).await
+            Some((bucket, [])) => {
+                let subject = authorize(bucket, None, right_for(&method))?;
+                (subject, bucket_route(&state, &method, bucket).await)
+            }
+            Some((bucket, rest)) => {
+                if let Some(extension) = extensions::classify(bucket, rest) {
+                    let (b, name) = extension_scope(&extension);
+                    let subject = authorize(&b, Some(&name), right_for(&method))?;
+                    let result =
+                        extensions::handle(&state, extension, &method, &headers, body).await;
+                    (subject, result)
+                } else {
+                    let id = stream_id(bucket, rest)?;
+                    let subject = authorize(bucket, Some(&stream_name(&id)), right_for(&method))?;
+                    let target = StreamRequest {
+                        id,
+                        layout: Layout::Bucketed,
+                        path,
+                    };
+                    (
+                        subject,
+                        stream::handle(state, target, method, query, headers, body).await,
+                    )
+                }
+            }
+            None => return Err(ApiError::not_found("no such resource")),
         }
-        None => Err(ApiError::not_found("no such resource")),
+    };
+    let mut response = match result {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    };
+    if let Some(subject) = subject {
+        response.extensions_mut().insert(auth::Subject(subject));
     }
+    Ok(response)
 }
 
 async fn bucket_route(
