@@ -93,6 +93,19 @@ pub struct Config {
     /// (silences the startup warning).
     #[arg(long)]
     pub allow_unauthenticated: bool,
+    /// Requests per second one token (subject) may make, with a burst of
+    /// as many; more get 429 with `Retry-After`. 0 = no limit. Applies
+    /// with authentication on.
+    #[arg(long, default_value_t = 0)]
+    pub rate_limit_per_token: u64,
+    /// Concurrent live readers (long-poll, SSE) one token may hold; more
+    /// get 429. 0 = no limit. Applies with authentication on.
+    #[arg(long, default_value_t = 1_000)]
+    pub max_live_readers_per_token: usize,
+    /// An origin browsers may read responses from (repeatable; `*` for
+    /// any). Default: any origin on a loopback bind, none elsewhere.
+    #[arg(long)]
+    pub cors_origin: Vec<String>,
     /// Longest an SSE response stays open, in milliseconds; clients resume
     /// from the last control event's offset.
     #[arg(long, default_value_t = 300_000)]

@@ -14,12 +14,49 @@ producer-epoch, producer-seq, producer-expected-seq, producer-received-seq, \
 stream-sse-data-encoding, stream-ttl, stream-expires-at, etag, location, content-type, \
 content-encoding, vary, retry-after";
 
-/// Adds the CORS and security headers to a response.
-pub fn add_headers(headers: &mut HeaderMap) {
+/// Which origins may read responses from a browser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origins {
+    /// Any origin (`Access-Control-Allow-Origin: *`): the default on
+    /// loopback binds.
+    Any,
+    /// These origins only (the request's `Origin` is echoed when listed,
+    /// with `Vary: Origin`); empty means none.
+    Listed(Vec<String>),
+}
+
+impl Origins {
+    /// The policy for a configuration: the `--cors-origin` list when given
+    /// (`*` in it means any), else any origin on a loopback bind and none
+    /// elsewhere.
+    pub fn for_config(listed: &[String], loopback: bool) -> Self {
+        if listed.iter().any(|o| o == "*") || (listed.is_empty() && loopback) {
+            Self::Any
+        } else {
+            Self::Listed(listed.to_vec())
+        }
+    }
+}
+
+/// Adds the CORS and security headers to a response, for a request from
+/// `origin` (its `Origin` header, if any).
+pub fn add_headers(headers: &mut HeaderMap, origins: &Origins, origin: Option<&HeaderValue>) {
     let set = |headers: &mut HeaderMap, name: header::HeaderName, value: &'static str| {
         headers.insert(name, HeaderValue::from_static(value));
     };
-    set(headers, header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    match origins {
+        Origins::Any => set(headers, header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        Origins::Listed(list) => {
+            headers.append(header::VARY, HeaderValue::from_static("origin"));
+            if let Some(origin) = origin
+                && origin
+                    .to_str()
+                    .is_ok_and(|o| list.iter().any(|allowed| allowed == o))
+            {
+                headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+            }
+        }
+    }
     set(headers, header::ACCESS_CONTROL_ALLOW_METHODS, ALLOW_METHODS);
     set(headers, header::ACCESS_CONTROL_ALLOW_HEADERS, ALLOW_HEADERS);
     set(
@@ -41,4 +78,37 @@ pub fn preflight() -> Response<Body> {
     let mut r = Response::new(Body::empty());
     *r.status_mut() = StatusCode::NO_CONTENT;
     r
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_policies() {
+        assert_eq!(Origins::for_config(&[], true), Origins::Any);
+        assert_eq!(Origins::for_config(&[], false), Origins::Listed(vec![]));
+        assert_eq!(Origins::for_config(&["*".into()], false), Origins::Any);
+        let listed = Origins::for_config(&["https://app.test".into()], true);
+        let mut h = HeaderMap::new();
+        add_headers(
+            &mut h,
+            &listed,
+            Some(&HeaderValue::from_static("https://app.test")),
+        );
+        assert_eq!(h[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://app.test");
+        assert_eq!(h[header::VARY], "origin");
+        let mut h = HeaderMap::new();
+        add_headers(
+            &mut h,
+            &listed,
+            Some(&HeaderValue::from_static("https://evil.test")),
+        );
+        assert!(h.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+        let mut h = HeaderMap::new();
+        add_headers(&mut h, &Origins::Any, None);
+        assert_eq!(h[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+        assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    }
 }

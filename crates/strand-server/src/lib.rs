@@ -16,6 +16,7 @@ pub mod cors;
 pub mod errors;
 pub mod headers;
 pub mod json_mode;
+pub mod limits;
 pub mod live;
 pub mod offsets;
 pub mod query;
@@ -43,11 +44,17 @@ pub fn app(
     shutdown: watch::Receiver<bool>,
     verifier: Option<auth::Verifier>,
 ) -> Router {
+    let origins = cors::Origins::for_config(&config.cors_origin, config.listen.ip().is_loopback());
     routes::router(AppState {
-        config,
         engine,
         shutdown,
+        limits: Arc::new(limits::Limits::new(
+            config.rate_limit_per_token,
+            config.max_live_readers_per_token,
+        )),
         verifier: verifier.map(Arc::new),
+        origins: Arc::new(origins),
+        config,
     })
 }
 

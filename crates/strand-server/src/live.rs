@@ -15,6 +15,7 @@ use strand_engine::{AppendNotice, ReadFrom, WaitOutcome, WaiterPermit};
 use crate::errors::{ApiError, ApiResult};
 use crate::headers as h;
 use crate::json_mode;
+use crate::limits::LivePlace;
 use crate::offsets;
 use crate::query::ReadQuery;
 use crate::routes::stream::{PageBody, StreamRequest, read_from};
@@ -115,8 +116,22 @@ fn set(response: &mut Response, name: &'static str, value: impl AsRef<str>) {
     }
 }
 
-fn permit(state: &AppState) -> ApiResult<WaiterPermit> {
-    state.engine.waiter_permit().map_err(ApiError::from)
+/// The places a live reader holds: the node's and its token's.
+struct LivePermit {
+    _node: WaiterPermit,
+    _token: Option<LivePlace>,
+}
+
+fn permit(state: &AppState, target: &StreamRequest) -> ApiResult<LivePermit> {
+    let token = match &target.subject {
+        Some(subject) => state.limits.live_place(subject)?,
+        None => None,
+    };
+    let node = state.engine.waiter_permit().map_err(ApiError::from)?;
+    Ok(LivePermit {
+        _node: node,
+        _token: token,
+    })
 }
 
 /// `live=long-poll`: data now, or wait for it until the timeout.
@@ -171,7 +186,7 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
             return Ok(timed_out(page.next_offset, cursor));
         }
         if _permit.is_none() {
-            _permit = Some(permit(state)?);
+            _permit = Some(permit(state, target)?);
         }
         from = ReadFrom::Offset(page.next_offset);
         let wait = state
@@ -218,7 +233,7 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
     let from = read_from(Some(offset_text))?;
     // The first read answers 404 and friends before the stream starts.
     let first = read_hot(state, target, from).await?;
-    let permit = permit(state)?;
+    let permit = permit(state, target)?;
     let encoding = DataEncoding::for_content_type(&first.content_type);
     let content_type = first.content_type.clone();
     let session = SseSession {
@@ -227,6 +242,7 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
             id: target.id.clone(),
             layout: target.layout,
             path: String::new(),
+            subject: target.subject.clone(),
         },
         encoding,
         content_type,
@@ -262,7 +278,7 @@ struct SseSession {
     done: bool,
     announced: bool,
     started: Instant,
-    _permit: WaiterPermit,
+    _permit: LivePermit,
 }
 
 impl SseSession {

@@ -7,6 +7,8 @@ use tokio::sync::watch;
 
 use crate::auth::Verifier;
 use crate::config::Config;
+use crate::cors::Origins;
+use crate::limits::Limits;
 
 /// The server's shared state: configuration, the engine, and the signal
 /// that ends live reads at shutdown.
@@ -20,4 +22,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The token verifier; `None` when authentication is off.
     pub verifier: Option<Arc<Verifier>>,
+    /// Which origins browsers may read responses from.
+    pub origins: Arc<Origins>,
+    /// Per-token request rate and live-reader limits.
+    pub limits: Arc<Limits>,
 }

@@ -489,3 +489,103 @@ fn tokens_never_reach_the_log_but_subjects_do() {
         "a token reached the log:\n{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_token_rate_and_live_reader_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let s = TestServer::start_with(|c| {
+        c.auth_secret_file = Some(secret.clone());
+        c.rate_limit_per_token = 5;
+        c.max_live_readers_per_token = 1;
+        c.long_poll_timeout_ms = 1_000;
+    })
+    .await;
+    let a = format!(
+        "Bearer {}",
+        token(&[("default", &[Right::Read, Right::Write])], far())
+    );
+    let b_claims = Claims {
+        sub: "other".into(),
+        exp: far(),
+        grants: [("default".to_owned(), vec![Right::Read, Right::Write])]
+            .into_iter()
+            .collect(),
+    };
+    let b = format!("Bearer {}", sign_hs256(SECRET, &b_claims).unwrap());
+    assert_eq!(
+        s.put("/v1/stream/r")
+            .header("authorization", &a)
+            .text("x")
+            .send()
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    let mut statuses = Vec::new();
+    // 20 requests within well under 3 s: a burst of 5 plus what refills.
+    for _ in 0..20 {
+        statuses.push(
+            s.get("/v1/stream/r")
+                .header("authorization", &a)
+                .send()
+                .await,
+        );
+    }
+    let refused = statuses
+        .iter()
+        .find(|r| r.status == StatusCode::TOO_MANY_REQUESTS)
+        .expect("the burst of 5 is exceeded");
+    assert!(refused.h("retry-after").is_some());
+    // Another subject is not affected.
+    assert_eq!(
+        s.get("/v1/stream/r")
+            .header("authorization", &b)
+            .send()
+            .await
+            .status,
+        StatusCode::OK
+    );
+
+    // One live reader per token: a second concurrent long-poll is refused.
+    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+    let url = format!("/v1/stream/r?offset={}&live=long-poll", common::off(1));
+    let first = {
+        let req = s.get(&url).header("authorization", &b);
+        tokio::spawn(async move { req.send().await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let second = s.get(&url).header("authorization", &b).send().await;
+    assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(first.await.unwrap().status, StatusCode::NO_CONTENT);
+    // The place is free again.
+    assert_eq!(
+        s.get(&url).header("authorization", &b).send().await.status,
+        StatusCode::NO_CONTENT
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_cors_origins_only() {
+    let s = TestServer::start_with(|c| c.cors_origin = vec!["https://app.test".into()]).await;
+    let allowed = s
+        .get("/v1/stream/none")
+        .header("origin", "https://app.test")
+        .send()
+        .await;
+    assert_eq!(
+        allowed.h("access-control-allow-origin"),
+        Some("https://app.test")
+    );
+    assert_eq!(allowed.h("vary"), Some("origin"));
+    let other = s
+        .get("/v1/stream/none")
+        .header("origin", "https://evil.test")
+        .send()
+        .await;
+    assert_eq!(other.h("access-control-allow-origin"), None);
+    assert_eq!(other.h("x-content-type-options"), Some("nosniff"));
+    s.stop().await;
+}

@@ -34,6 +34,8 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
     let uri = request.uri().clone();
+    let origin = request.headers().get(axum::http::header::ORIGIN).cloned();
+    let origins = std::sync::Arc::clone(&state.origins);
     let mut response = if method == Method::OPTIONS {
         crate::cors::preflight()
     } else if uri.path() == "/__strand/health" && (method == Method::GET || method == Method::HEAD)
@@ -45,7 +47,7 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
             Err(error) => error.into_response(),
         }
     };
-    crate::cors::add_headers(response.headers_mut());
+    crate::cors::add_headers(response.headers_mut(), &origins, origin.as_ref());
     let status = response.status();
     let subject = response
         .extensions()
@@ -149,8 +151,13 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
     let method = parts.method.clone();
     let headers = parts.headers;
     let verifier = state.verifier.clone();
+    let limits = std::sync::Arc::clone(&state.limits);
     let authorize = |bucket: &str, stream: Option<&str>, right: Right| {
-        auth::authorize(verifier.as_deref(), &headers, bucket, stream, right)
+        let subject = auth::authorize(verifier.as_deref(), &headers, bucket, stream, right)?;
+        if let Some(subject) = &subject {
+            limits.admit(subject)?;
+        }
+        Ok::<_, ApiError>(subject)
     };
     let (subject, result) = if let Some(name) = path.strip_prefix(DS_PREFIX) {
         let names = segments(name)?;
@@ -164,6 +171,7 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
             id,
             layout: Layout::DurableStreams,
             path,
+            subject: subject.clone(),
         };
         (
             subject,
@@ -197,6 +205,7 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
                         id,
                         layout: Layout::Bucketed,
                         path,
+                        subject: subject.clone(),
                     };
                     (
                         subject,

@@ -31,6 +31,8 @@ pub struct StreamRequest {
     pub layout: Layout,
     /// The request path, for `Location`.
     pub path: String,
+    /// The token subject the request was authorized for, if any.
+    pub subject: Option<String>,
 }
 
 /// Dispatches by method.
