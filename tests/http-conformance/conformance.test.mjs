@@ -17,5 +17,19 @@ if (!Number.isFinite(longPollTimeoutMs) || longPollTimeoutMs <= 0) {
   throw new Error("CONFORMANCE_LONG_POLL_TIMEOUT_MS must be a positive number of milliseconds");
 }
 
+// CONFORMANCE_AUTHORIZATION (test only): an Authorization header value added
+// to every request the suite and its client make, so the suite runs against
+// a server with authentication on (`cargo xtask http-conformance --auth`).
+const authorization = process.env.CONFORMANCE_AUTHORIZATION;
+if (authorization) {
+  const plainFetch = globalThis.fetch;
+  globalThis.fetch = (input, init = {}) => {
+    const base = init.headers ?? (input instanceof Request ? input.headers : undefined);
+    const headers = new Headers(base);
+    if (!headers.has("authorization")) headers.set("authorization", authorization);
+    return plainFetch(input, { ...init, headers });
+  };
+}
+
 // Called at the top level: each top-level describe block is one area.
 runConformanceTests({ baseUrl, longPollTimeoutMs });

@@ -69,17 +69,18 @@ impl Server {
 struct Options {
     server: Server,
     keep: bool,
+    auth: bool,
     allow_fail_areas: Vec<String>,
 }
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str =
-    "cargo xtask http-conformance [--server strand|node] [--keep] [--allow-fail-area PREFIX]...";
+pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node] [--auth] [--keep] [--allow-fail-area PREFIX]...";
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
         server: Server::Strand,
         keep: false,
+        auth: false,
         allow_fail_areas: Vec::new(),
     };
     let mut args = args.iter();
@@ -108,6 +109,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             }
             "--allow-fail-area" => options.allow_fail_areas.push(value("an area prefix")?),
             "--keep" if inline.is_none() => options.keep = true,
+            "--auth" if inline.is_none() => options.auth = true,
             _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
         }
     }
@@ -129,11 +131,39 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
     let work = target_dir(root).join("http-conformance");
     prepare_packages(root, &work)?;
 
+    if options.auth && options.server != Server::Strand {
+        return Err("--auth runs against strand-server only".into());
+    }
+    let secret = work.join("auth-secret");
+    let extra: Vec<String> = if options.auth {
+        write_secret(&secret)?;
+        vec!["--auth-secret-file".into(), secret.display().to_string()]
+    } else {
+        Vec::new()
+    };
     let mut server = match options.server {
-        Server::Strand => start_strand(root, LONG_POLL_TIMEOUT_MS, work.join("strand-server.log"))?,
+        Server::Strand => start_strand(
+            root,
+            LONG_POLL_TIMEOUT_MS,
+            work.join("strand-server.log"),
+            &extra,
+        )?,
         Server::Node => start_node(&work, LONG_POLL_TIMEOUT_MS, work.join("node-server.log"))?,
     };
     println!("xtask: {} at {}", server.name, server.url);
+    let authorization = if options.auth {
+        let token = mint_token(root, &secret)?;
+        let probe = status_of(loopback_addr(&server.url)?, "PUT /v1/stream/auth-probe")?;
+        if probe != 401 {
+            return Err(format!(
+                "--auth: an unauthenticated PUT answered {probe}, not 401: authentication is not on"
+            ));
+        }
+        println!("xtask: authentication on; every request of the suite carries a bearer token");
+        Some(format!("Bearer {token}"))
+    } else {
+        None
+    };
 
     let report_path = work.join("report.json");
     // A report of an earlier run must not pass for this one's.
@@ -143,7 +173,7 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
         Err(e) => return Err(format!("cannot remove {}: {e}", report_path.display())),
     }
     let started = Instant::now();
-    run_vitest(&work, &server.url, &report_path)?;
+    run_vitest(&work, &server.url, &report_path, authorization.as_deref())?;
     let secs = started.elapsed().as_secs_f64();
 
     if options.keep {
@@ -245,6 +275,7 @@ pub(crate) fn start_strand(
     root: &Path,
     long_poll_ms: u64,
     log: PathBuf,
+    extra: &[String],
 ) -> Result<ServerGuard, String> {
     let mut build = cargo(root);
     build.args(["build", "--release", "-p", "strand-server"]);
@@ -259,6 +290,7 @@ pub(crate) fn start_strand(
         "--long-poll-timeout-ms",
         &long_poll_ms.to_string(),
     ]);
+    cmd.args(extra);
     let guard = spawn_server(Server::Strand, cmd, log, "strand-server listening on ")?;
     wait_healthy(&guard)?;
     Ok(guard)
@@ -440,7 +472,69 @@ fn health_status(addr: SocketAddr) -> Result<u16, String> {
 
 /// Runs the suite with a compact console reporter and a JSON report. Its
 /// exit status is not used: the report says what failed.
-fn run_vitest(work: &Path, url: &str, report: &Path) -> Result<(), String> {
+/// Writes a fresh shared secret for `--auth` (32 hex digits from the
+/// clock and the process id: a test secret, never a production one).
+fn write_secret(path: &Path) -> Result<(), String> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let secret = format!("{nanos:016x}{:016x}", std::process::id());
+    fs::write(path, secret).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Mints an all-rights token with `strand-server token`.
+fn mint_token(root: &Path, secret: &Path) -> Result<String, String> {
+    let binary = target_dir(root).join("release").join("strand-server");
+    let out = Command::new(&binary)
+        .args(["token", "--secret-file"])
+        .arg(secret)
+        .args([
+            "--bucket",
+            "*",
+            "--rights",
+            "read,write,admin",
+            "--ttl-seconds",
+            "3600",
+        ])
+        .args(["--subject", "http-conformance"])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "strand-server token failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The status of one bodiless request line (`METHOD PATH`).
+fn status_of(addr: SocketAddr, request_line: &str) -> Result<u16, String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| format!("connect: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| format!("set timeout: {e}"))?;
+    write!(
+        stream,
+        "{request_line} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("write: {e}"))?;
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).map_err(|e| format!("read: {e}"))?;
+    String::from_utf8_lossy(&head[..n])
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| "not an HTTP response".to_owned())
+}
+
+fn run_vitest(
+    work: &Path,
+    url: &str,
+    report: &Path,
+    authorization: Option<&str>,
+) -> Result<(), String> {
     let mut cmd = Command::new("npx");
     cmd.current_dir(work)
         .args(["--no", "--", "vitest", "run", TEST_FILE, "--root"])
@@ -453,7 +547,11 @@ fn run_vitest(work: &Path, url: &str, report: &Path) -> Result<(), String> {
             LONG_POLL_TIMEOUT_MS.to_string(),
         )
         .stdin(Stdio::null());
+    // Shown before the token is added: error messages never carry it.
     let shown = format!("{cmd:?}");
+    if let Some(value) = authorization {
+        cmd.env("CONFORMANCE_AUTHORIZATION", value);
+    }
     cmd.status()
         .map(|_| ())
         .map_err(|e| format!("could not start {shown}: {e}"))

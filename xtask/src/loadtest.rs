@@ -202,7 +202,7 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
 
 fn start(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
     match target {
-        Target::Strand => start_strand(root, LONG_POLL_MS, work.join("strand-server.log")),
+        Target::Strand => start_strand(root, LONG_POLL_MS, work.join("strand-server.log"), &[]),
         Target::Node => start_node(
             &target_dir(root).join("http-conformance"),
             LONG_POLL_MS,

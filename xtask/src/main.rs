@@ -50,20 +50,26 @@ fn print_help() {
     println!("cargo xtask <task>");
     println!();
     println!("tasks:");
-    println!("  ci       fmt, clippy, http-conformance (fork areas may fail until strand has");
-    println!("           forks), tests (with insta checks), cargo-deny, conformance, legacy;");
+    println!("  ci       fmt, clippy, http-conformance without and with authentication (fork");
+    println!(
+        "           areas may fail until strand has forks), tests (with insta checks), cargo-deny, conformance, legacy;"
+    );
     println!("           installs the pinned cargo-insta and cargo-deny first when needed");
     println!("  legacy   restore every legacy snapshot fixture (tests/fixtures/legacy) and");
     println!("           check its outcome against the pinned insta snapshots");
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
-    println!("  http-conformance [--server strand|node] [--keep] [--allow-fail-area PREFIX]...");
+    println!(
+        "  http-conformance [--server strand|node] [--auth] [--keep] [--allow-fail-area PREFIX]..."
+    );
     println!("           run the official Durable Streams HTTP suite (npm, pinned in");
     println!("           tests/http-conformance) against strand-server (default; built in");
     println!("           release) or the node reference server, on loopback; prints a table");
     println!("           per area and `http-conformance: N passed, M failed`. --keep leaves");
     println!("           the server running until Enter; failures in areas starting with an");
-    println!("           --allow-fail-area PREFIX are printed but do not fail the run");
+    println!("           --allow-fail-area PREFIX are printed but do not fail the run; --auth");
+    println!("           starts strand-server with authentication on and adds a token to");
+    println!("           every request of the suite");
     println!("  loadtest [--compare] [--quick]");
     println!("           strand-bench's scenarios (writes, SSE fan-out, catch-up, idle memory)");
     println!("           against a release strand-server; --compare also runs them against the");
@@ -97,6 +103,10 @@ fn ci(root: &Path) -> Result<(), String> {
         Step {
             name: "http-conformance",
             run: step_http_conformance,
+        },
+        Step {
+            name: "http-conformance-auth",
+            run: step_http_conformance_auth,
         },
         Step {
             name: "tests",
@@ -175,6 +185,19 @@ fn has_subcommand(root: &Path, sub: &str) -> bool {
 /// every other failure fails CI.
 fn step_http_conformance(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(root, &["--allow-fail-area".into(), "Fork - ".into()])
+}
+
+/// The same suite with authentication on, every request carrying a token
+/// through the test file's header injector.
+fn step_http_conformance_auth(root: &Path) -> Result<(), String> {
+    http_conformance::http_conformance(
+        root,
+        &[
+            "--auth".into(),
+            "--allow-fail-area".into(),
+            "Fork - ".into(),
+        ],
+    )
 }
 
 fn step_fmt(root: &Path) -> Result<(), String> {
