@@ -89,6 +89,19 @@ pub struct Config {
     /// public keys of this JWKS file.
     #[arg(long)]
     pub auth_jwks_file: Option<PathBuf>,
+    /// Serve TLS with this certificate chain (PEM); needs `--tls-key`.
+    /// HTTP/2 and HTTP/1.1 are offered by ALPN.
+    #[arg(long)]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert` (PEM).
+    #[arg(long)]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM).
+    #[arg(long)]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Most concurrent connections; further ones are closed at once.
+    #[arg(long, default_value_t = 20_000)]
+    pub max_connections: usize,
     /// Serve a non-loopback address without authentication, deliberately
     /// (silences the startup warning).
     #[arg(long)]

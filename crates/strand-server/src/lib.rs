@@ -24,11 +24,16 @@ pub mod routes;
 pub mod sse;
 pub mod state;
 pub mod time;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as AutoBuilder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use strand_engine::{Engine, EngineConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -86,15 +91,65 @@ pub async fn serve_with_engine(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let verifier = config.verifier().map_err(std::io::Error::other)?;
+    let tls = tls::acceptor(&config).map_err(std::io::Error::other)?;
+    let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let (stop_tx, stop_rx) = watch::channel(false);
     let router = app(Arc::new(config), engine.clone(), stop_rx, verifier);
-    let graceful = async move {
-        signal.await;
-        let _ = stop_tx.send(true);
-    };
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(graceful)
-        .await;
+    let graceful = GracefulShutdown::new();
+    let mut signal = std::pin::pin!(signal);
+    loop {
+        let (stream, _peer) = tokio::select! {
+            () = &mut signal => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of descriptors and the like: back off, go on.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            tracing::warn!("connection limit reached; closing a new connection");
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let builder = AutoBuilder::new(TokioExecutor::new());
+            let result = match tls {
+                None => {
+                    let conn =
+                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    watcher.watch(conn.into_owned()).await
+                }
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(tls_stream) => {
+                        let conn = builder
+                            .serve_connection_with_upgrades(TokioIo::new(tls_stream), service);
+                        watcher.watch(conn.into_owned()).await
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        Ok(())
+                    }
+                },
+            };
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    // Stop accepting (the listener goes), end live reads, let in-flight
+    // requests finish, then stop the groups.
+    drop(listener);
+    let _ = stop_tx.send(true);
+    graceful.shutdown().await;
     engine.shutdown().await;
-    result
+    Ok(())
 }

@@ -47,6 +47,13 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let tls_on = match strand_server::tls::acceptor(&config) {
+        Ok(a) => a.is_some(),
+        Err(e) => {
+            eprintln!("strand-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if let Some(warning) = config.unauthenticated_warning(auth_on) {
         eprintln!("strand-server: {warning}");
     }
@@ -64,7 +71,8 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("strand-server listening on http://{addr}");
+    let scheme = if tls_on { "https" } else { "http" };
+    println!("strand-server listening on {scheme}://{addr}");
     match strand_server::serve(config, listener, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
