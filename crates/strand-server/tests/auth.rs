@@ -589,3 +589,61 @@ async fn listed_cors_origins_only() {
     assert_eq!(other.h("x-content-type-options"), Some("nosniff"));
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eddsa_tokens_from_a_jwks_file() {
+    use base64::Engine as _;
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.public_key_raw());
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(
+        &jwks,
+        format!(r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","x":"{x}","kid":"k1","alg":"EdDSA","use":"sig"}}]}}"#),
+    )
+    .unwrap();
+    let s = TestServer::start_with(|c| c.auth_jwks_file = Some(jwks.clone())).await;
+    let claims = Claims {
+        sub: "svc".into(),
+        exp: far(),
+        grants: [("default".to_owned(), vec![Right::Read, Right::Write])]
+            .into_iter()
+            .collect(),
+    };
+    let encoding = jsonwebtoken::EncodingKey::from_ed_pem(key.serialize_pem().as_bytes()).unwrap();
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+    header.kid = Some("k1".into());
+    let signed = jsonwebtoken::encode(&header, &claims, &encoding).unwrap();
+    let ok = s
+        .put("/v1/stream/ed")
+        .header("authorization", &format!("Bearer {signed}"))
+        .text("x")
+        .send()
+        .await;
+    assert_eq!(ok.status, StatusCode::CREATED);
+    // Another Ed25519 key's signature is refused, and so is an HS256
+    // token (no shared secret is configured).
+    let other = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let wrong = jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_ed_pem(other.serialize_pem().as_bytes()).unwrap(),
+    )
+    .unwrap();
+    let refused = s
+        .get("/v1/stream/ed")
+        .header("authorization", &format!("Bearer {wrong}"))
+        .send()
+        .await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    let hs = s
+        .get("/v1/stream/ed")
+        .header(
+            "authorization",
+            &format!("Bearer {}", token(&[("default", &[Right::Read])], far())),
+        )
+        .send()
+        .await;
+    assert_eq!(hs.status, StatusCode::UNAUTHORIZED);
+    s.stop().await;
+}
