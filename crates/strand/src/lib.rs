@@ -19,7 +19,9 @@ pub use strand_machine::{
     HotRead, MachineRestorer, SnapshotTail, StreamCommand, StreamErrorCode, StreamErrorContext,
     StreamResponse, StreamStateMachine,
 };
-pub use strand_machine::{RestoreError, restore_from, restore_from_with_limits, write_snapshot};
+pub use strand_machine::{
+    RestoreError, restore_from, restore_from_slice, restore_from_with_limits, write_snapshot,
+};
 pub use strand_model::{
     AppendStreamInput, BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, CORRECTED_MAX_READ_BYTES,
     ColdChunkRef, ColdChunkRefV1, ColdFlushCandidate, ColdGcEntry, ColdGcTarget,
