@@ -32,6 +32,7 @@ use axum::body::Body;
 use axum::http::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use strand::MachineOptions;
 use strand_engine::{Engine, EngineConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -78,6 +79,8 @@ pub fn engine_config(config: &Config) -> EngineConfig {
         groups: config.groups.max(1),
         queue_depth: config.group_queue_depth.max(1),
         max_waiters: config.max_live_readers,
+        // Every group runs the corrected profile (docs/profiles.md).
+        machine: MachineOptions::corrected(),
     }
 }
 
