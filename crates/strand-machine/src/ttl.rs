@@ -116,6 +116,11 @@ impl TtlIndex {
         }
     }
 
+    /// Number of entries, stale ones included.
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
+    }
+
     /// Pops the smallest entry due at `now_ms`, if any, returning its stream
     /// id, slot key and expiry. The caller decides whether it is stale.
     pub(crate) fn pop_due(&mut self, now_ms: u64) -> Option<(BucketStreamId, SlotKey, u64)> {
