@@ -41,6 +41,24 @@ fn entry_of(slot: &StreamSlot, corrected: bool) -> StreamSnapshotEntry {
     }
 }
 
+/// A stream's restored cold state. The raw frontier is the written
+/// `cold_raw_frontier_offset` (corrected snapshots) when it gives back the
+/// validated effective frontier, else the effective frontier itself (the
+/// reference rule, spec 07 §5.3).
+fn restored_cold(
+    effective: u64,
+    raw: Option<u64>,
+    retained: u64,
+    chunks: Vec<strand_model::ColdChunkRef>,
+    external: Vec<strand_model::ObjectPayloadRef>,
+) -> ColdState {
+    let mut cold = ColdState::restored(raw.unwrap_or(effective), chunks, external);
+    if raw.is_some() && cold.frontier(retained) != effective {
+        cold.raw_frontier = effective;
+    }
+    cold
+}
+
 impl StreamStateMachine {
     /// The whole group state in the reference's snapshot layout. Pure.
     pub fn snapshot(&self) -> StreamSnapshot {
@@ -205,10 +223,10 @@ impl MachineRestorer {
             metadata: entry.metadata,
             attrs: normalize_stream_attrs(entry.attrs).map(Box::new),
             hot,
-            cold: ColdState::restored(
-                entry
-                    .cold_raw_frontier_offset
-                    .unwrap_or(entry.cold_frontier_offset),
+            cold: restored_cold(
+                entry.cold_frontier_offset,
+                entry.cold_raw_frontier_offset,
+                checked.retained_offset,
                 entry.cold_chunks,
                 entry.external_segments,
             ),
