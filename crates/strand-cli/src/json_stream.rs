@@ -24,7 +24,7 @@ use std::io::Read;
 
 use serde::de::{self, DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use strand::{
-    BucketQuotaSnapshot, BucketUsageSnapshot, ColdGcEntry, DecodeError,
+    BucketQuotaSnapshot, BucketUsageSnapshot, ColdGcEntry, DecodeError, MachineOptions,
     SharedColdObjectOwnersSnapshot, SnapshotSink, SnapshotTail, StreamSnapshotEntry,
     StreamSnapshotError,
 };
@@ -68,6 +68,7 @@ struct Group {
     shared_cold_object_owners: Option<Vec<SharedColdObjectOwnersSnapshot>>,
     bucket_usage: Option<Vec<BucketUsageSnapshot>>,
     bucket_quotas: Option<Vec<BucketQuotaSnapshot>>,
+    machine_options: Option<Option<MachineOptions>>,
 }
 
 /// Reads a JSON snapshot from `r` into `sink`.
@@ -106,6 +107,7 @@ pub(crate) fn decode<R: Read, S: SnapshotSink + ?Sized>(
             shared_cold_object_owners: group.shared_cold_object_owners.unwrap_or_default(),
             bucket_usage: group.bucket_usage.unwrap_or_default(),
             bucket_quotas: group.bucket_quotas.unwrap_or_default(),
+            machine_options: group.machine_options.flatten(),
         })
         .map_err(|e| ReadError::invalid(Location::Group, e))?;
     Ok(Streamed::Done)
@@ -192,6 +194,9 @@ impl<'de, S: SnapshotSink + ?Sized> Visitor<'de> for TopVisitor<'_, '_, S> {
                 )?,
                 "bucket_usage" => set_once(&mut group.bucket_usage, &mut map, "bucket_usage")?,
                 "bucket_quotas" => set_once(&mut group.bucket_quotas, &mut map, "bucket_quotas")?,
+                "machine_options" => {
+                    set_once(&mut group.machine_options, &mut map, "machine_options")?;
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }

@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
-use strand::{SnapshotFormat, StreamCommand, StreamResponse, StreamStateMachine, write_snapshot};
+use strand::{
+    MachineProfile, SnapshotFormat, StreamCommand, StreamResponse, StreamStateMachine,
+    write_snapshot,
+};
 
 use crate::input;
 use crate::output::{AtomicFile, FormatArg};
@@ -43,8 +46,32 @@ pub(crate) struct Args {
     /// Report malformed lines and go on instead of stopping at the first.
     #[arg(long)]
     pub(crate) skip_invalid: bool,
+    /// The machine profile of a fresh machine: `reference` (the default,
+    /// `ursula-stream` quirk for quirk) or `corrected` (see
+    /// `docs/profiles.md`). With `--from`, the snapshot's own profile is
+    /// used, and a different `--profile` is an error.
+    #[arg(long, value_enum, value_name = "PROFILE")]
+    pub(crate) profile: Option<ProfileArg>,
     #[command(flatten)]
     pub(crate) limits: LimitsArgs,
+}
+
+/// `--profile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ProfileArg {
+    /// The reference's behaviour, quirks included.
+    Reference,
+    /// The harmful quirks fixed.
+    Corrected,
+}
+
+impl From<ProfileArg> for MachineProfile {
+    fn from(p: ProfileArg) -> Self {
+        match p {
+            ProfileArg::Reference => Self::Reference,
+            ProfileArg::Corrected => Self::Corrected,
+        }
+    }
 }
 
 /// The serde name of a response's error code, if it is an error.
@@ -139,13 +166,24 @@ pub(crate) fn run(
         .as_deref()
         .map(|path| AtomicFile::create(path, args.force))
         .transpose()?;
+    let requested = args.profile.map(MachineProfile::from);
     let mut machine = match &args.from {
         Some(path) => {
-            verify_file(path, args.limits.limits())
+            let machine = verify_file(path, args.limits.limits())
                 .with_context(|| format!("{}", path.display()))?
-                .machine
+                .machine;
+            if let Some(profile) = requested
+                && profile != machine.profile()
+            {
+                return Err(anyhow!(
+                    "{} is a {} snapshot; --profile {profile} does not match",
+                    path.display(),
+                    machine.profile()
+                ));
+            }
+            machine
         }
-        None => StreamStateMachine::new(),
+        None => StreamStateMachine::with_profile(requested.unwrap_or_default()),
     };
     let log = &args.log;
     let mut reader = open_log(log).with_context(|| format!("cannot open {}", log.display()))?;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strand::{
-    BucketStreamId, BucketUsageSnapshot, StreamCommand, StreamResponse, StreamStateMachine,
+    BucketStreamId, BucketUsageSnapshot, MachineOptions, StreamCommand, StreamResponse,
+    StreamStateMachine,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -28,6 +29,11 @@ pub struct EngineConfig {
     pub queue_depth: usize,
     /// Live readers (long-poll and SSE) the node parks at once.
     pub max_waiters: usize,
+    /// The options every group's state machine is created with
+    /// (`docs/profiles.md`). The default is the corrected profile: the
+    /// engine is a long-running service, where the reference's harmful
+    /// quirks lose data or memory.
+    pub machine: MachineOptions,
 }
 
 impl Default for EngineConfig {
@@ -36,6 +42,7 @@ impl Default for EngineConfig {
             groups: 4,
             queue_depth: 4096,
             max_waiters: 10_000,
+            machine: MachineOptions::corrected(),
         }
     }
 }
@@ -114,7 +121,11 @@ impl Engine {
         let mut tasks = Vec::new();
         for _ in 0..config.groups.max(1) {
             let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
-            tasks.push(tokio::spawn(group::run(rx, shutdown_rx.clone())));
+            tasks.push(tokio::spawn(group::run(
+                rx,
+                shutdown_rx.clone(),
+                config.machine,
+            )));
             groups.push(Group { tx });
         }
         Self {

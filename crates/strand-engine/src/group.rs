@@ -6,7 +6,7 @@
 //! replicated engine proposes the command to the group's log instead of
 //! applying it directly; reads and waits stay local.
 
-use strand::{BucketStreamId, StreamCommand, StreamResponse, StreamStateMachine};
+use strand::{BucketStreamId, MachineOptions, StreamCommand, StreamResponse, StreamStateMachine};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ops::{
@@ -78,9 +78,9 @@ pub(crate) struct GroupCore {
 }
 
 impl GroupCore {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(options: MachineOptions) -> Self {
         Self {
-            machine: StreamStateMachine::new(),
+            machine: StreamStateMachine::with_options(options),
             waiters: Waiters::default(),
         }
     }
@@ -358,8 +358,9 @@ impl GroupCore {
 pub(crate) async fn run(
     mut rx: mpsc::Receiver<Op>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
+    options: MachineOptions,
 ) {
-    let mut core = GroupCore::new();
+    let mut core = GroupCore::new(options);
     loop {
         tokio::select! {
             biased;

@@ -182,6 +182,7 @@ async fn a_full_queue_is_back_pressure() {
             groups: 1,
             queue_depth: 4,
             max_waiters: 2,
+            ..EngineConfig::default()
         },
         Arc::new(ManualClock::new(0)),
     );
@@ -220,4 +221,26 @@ async fn a_full_queue_is_back_pressure() {
     drop(first);
     assert!(e.waiter_permit().is_ok());
     e.shutdown().await;
+}
+
+#[tokio::test]
+async fn groups_run_the_configured_profile() {
+    use strand::{MachineOptions, MachineProfile};
+    // The default configuration is the corrected profile.
+    let e = engine(2);
+    for group in 0..2 {
+        let profile = e.query_group(group, |m| m.profile()).await.unwrap();
+        assert_eq!(profile, MachineProfile::Corrected);
+    }
+    e.shutdown().await;
+    let e = Engine::start_with_clock(
+        EngineConfig {
+            groups: 1,
+            machine: MachineOptions::reference(),
+            ..EngineConfig::default()
+        },
+        Arc::new(ManualClock::new(1_000)),
+    );
+    let profile = e.query_group(0, |m| m.profile()).await.unwrap();
+    assert_eq!(profile, MachineProfile::Reference);
 }

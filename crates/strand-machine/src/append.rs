@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 use strand_model::{
-    AppendStreamInput, BucketStreamId, ExternalPayloadRef, ProducerAppendRecord, ProducerRequest,
-    StreamStatus,
+    AppendStreamInput, BucketStreamId, ExternalPayloadRef, ObjectPayloadRef, ProducerAppendRecord,
+    ProducerRequest, StreamStatus,
 };
 use strand_records::{
     PendingRecordAppend, RecordWriteError, appended_record_count, check_record_precondition,
@@ -129,6 +129,34 @@ pub(crate) fn quota_error(e: strand_usage::QuotaExceeded) -> StreamResponse {
     StreamResponse::error(StreamErrorCode::QuotaExceeded, e.to_string())
 }
 
+impl StreamStateMachine {
+    /// Corrected profile: refuses a write of `len` bytes at `tail` whose
+    /// stream offsets or bucket `retained_bytes` gauge would pass
+    /// `u64::MAX` (the reference saturates both, and its gauges then drift
+    /// from the live streams). `QuotaExceeded`; always passes in the
+    /// reference profile.
+    pub(crate) fn check_capacity(
+        &self,
+        bucket_id: &str,
+        tail: u64,
+        len: u64,
+    ) -> Result<(), StreamResponse> {
+        if !self.corrected() || len == 0 {
+            return Ok(());
+        }
+        let gauge = self.usage.usage(bucket_id).map_or(0, |u| u.retained_bytes);
+        if tail.checked_add(len).is_none() || gauge.checked_add(len).is_none() {
+            return Err(StreamResponse::error(
+                StreamErrorCode::QuotaExceeded,
+                format!(
+                    "a write of {len} bytes would overflow the offsets or the retained bytes of bucket '{bucket_id}'"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The first mutation steps shared by inline and external appends: tail,
 /// stream sequence, TTL renewal, close. Returns whether the stream is now
 /// closed.
@@ -138,12 +166,13 @@ fn advance_tail(
     stream_seq: Option<String>,
     close_after: bool,
     now_ms: u64,
+    corrected: bool,
 ) -> bool {
     slot.metadata.tail_offset = next_offset;
     if stream_seq.is_some() {
         slot.metadata.last_stream_seq = stream_seq;
     }
-    renew(&mut slot.metadata, now_ms);
+    renew(&mut slot.metadata, now_ms, corrected);
     if close_after {
         slot.metadata.status = StreamStatus::Closed;
     }
@@ -157,6 +186,7 @@ fn record_single(
     span: (u64, u64),
     closed: bool,
     range: Option<strand_model::StreamRecordRange>,
+    receipt_limit: Option<usize>,
 ) {
     if let Some(p) = producer {
         let (record_start, record_next) = producer_record_bounds(range);
@@ -167,7 +197,8 @@ fn record_single(
             record_start,
             record_next,
         };
-        slot.producers.record(p, &item, vec![item.clone()]);
+        slot.producers
+            .record(p, &item, vec![item.clone()], receipt_limit);
     }
 }
 
@@ -245,7 +276,10 @@ impl StreamStateMachine {
         let payload = req.payload.as_slice();
         let len = to_u64(payload.len());
         let tail = slot.metadata.tail_offset;
-        if let Evaluation::Duplicate(dup) = slot.producers.evaluate(req.producer.as_ref())? {
+        if let Evaluation::Duplicate(dup) = slot
+            .producers
+            .evaluate(req.producer.as_ref(), self.corrected())?
+        {
             if payload.is_empty() {
                 return Ok(StreamResponse::Closed {
                     next_offset: dup.next_offset,
@@ -266,6 +300,7 @@ impl StreamStateMachine {
         self.usage
             .check_append(&id.bucket_id, len)
             .map_err(quota_error)?;
+        self.check_capacity(&id.bucket_id, tail, len)?;
         if slot.metadata.status == StreamStatus::Closed {
             if req.close_after && len == 0 {
                 return Ok(StreamResponse::Closed {
@@ -318,12 +353,20 @@ impl StreamStateMachine {
         now_ms: u64,
     ) -> StreamResponse {
         let len = to_u64(bytes.len());
+        let (corrected, receipt_limit) = (self.corrected(), self.receipt_limit());
         let Some(slot) = self.registry.get_mut(id) else {
             return not_found(id);
         };
         let offset = slot.metadata.tail_offset;
         let next_offset = offset.saturating_add(len);
-        let closed = advance_tail(slot, next_offset, stream_seq, close_after, now_ms);
+        let closed = advance_tail(
+            slot,
+            next_offset,
+            stream_seq,
+            close_after,
+            now_ms,
+            corrected,
+        );
         let range = pending.as_ref().map(PendingRecordAppend::range);
         record_single(
             slot,
@@ -331,6 +374,7 @@ impl StreamStateMachine {
             (offset, next_offset),
             closed,
             range,
+            receipt_limit,
         );
         if len == 0 {
             self.refresh_ttl_entry(id);
@@ -378,7 +422,10 @@ impl StreamStateMachine {
         let slot = self.registry.get(id).ok_or_else(|| not_found(id))?;
         let tail = slot.metadata.tail_offset;
         let len = req.payload.payload_len;
-        if let Evaluation::Duplicate(dup) = slot.producers.evaluate(req.producer.as_ref())? {
+        if let Evaluation::Duplicate(dup) = slot
+            .producers
+            .evaluate(req.producer.as_ref(), self.corrected())?
+        {
             return Ok(duplicate_appended(dup));
         }
         check_record_precondition(slot.record_index.as_deref(), req.record_match)
@@ -406,7 +453,9 @@ impl StreamStateMachine {
         self.usage
             .check_append(&id.bucket_id, len)
             .map_err(quota_error)?;
+        self.check_capacity(&id.bucket_id, offset, len)?;
 
+        let (corrected, receipt_limit) = (self.corrected(), self.receipt_limit());
         let slot = self.registry.get_mut(id).ok_or_else(|| not_found(id))?;
         let closed = advance_tail(
             slot,
@@ -414,6 +463,7 @@ impl StreamStateMachine {
             req.stream_seq,
             req.close_after,
             req.now_ms,
+            corrected,
         );
         let range = pending.as_ref().map(PendingRecordAppend::range);
         record_single(
@@ -422,11 +472,23 @@ impl StreamStateMachine {
             (offset, next_offset),
             closed,
             range,
+            receipt_limit,
         );
         if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_append(p);
         }
         slot.cold.raw_frontier = slot.cold.raw_frontier.max(next_offset);
+        if corrected && next_offset > offset {
+            // Corrected profile: keep the external object, so snapshots and
+            // reads see it (the reference keeps it only in the setsum).
+            slot.cold.push_external(ObjectPayloadRef {
+                start_offset: offset,
+                end_offset: next_offset,
+                s3_path: req.payload.s3_path.clone(),
+                object_size: req.payload.object_size,
+                object_offset: 0,
+            });
+        }
         let domain = integrity_domain(&slot.metadata.stream_id);
         slot.integrity.append_external(
             domain,

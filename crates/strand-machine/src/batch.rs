@@ -121,7 +121,9 @@ impl StreamStateMachine {
         check_producer(producer.as_ref())?;
         self.expire_if_due(id, now_ms);
         if let Some(slot) = self.registry.get(id)
-            && let Evaluation::Duplicate(dup) = slot.producers.evaluate(producer.as_ref())?
+            && let Evaluation::Duplicate(dup) = slot
+                .producers
+                .evaluate(producer.as_ref(), self.corrected())?
         {
             return Ok(StreamBatchAppend {
                 items: dup
@@ -165,8 +167,10 @@ impl StreamStateMachine {
         self.usage
             .check_append(&id.bucket_id, ends.total_len)
             .map_err(quota_error)?;
+        self.check_capacity(&id.bucket_id, tail, ends.total_len)?;
         drop(slices);
 
+        let (corrected, receipt_limit) = (self.corrected(), self.receipt_limit());
         let slot = self.registry.get_mut(id).ok_or_else(|| not_found(id))?;
         let mut records = Vec::with_capacity(ends.item_lens.len());
         let mut at = tail;
@@ -183,9 +187,10 @@ impl StreamStateMachine {
             });
         }
         slot.metadata.tail_offset = at;
-        renew(&mut slot.metadata, now_ms);
+        renew(&mut slot.metadata, now_ms, corrected);
         if let (Some(p), Some(last)) = (&producer, records.last()) {
-            slot.producers.record(p, last, records.clone());
+            slot.producers
+                .record(p, last, records.clone(), receipt_limit);
         }
         if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_append(p);

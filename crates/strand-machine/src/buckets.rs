@@ -49,6 +49,18 @@ impl StreamStateMachine {
         if let Err(e) = check_bucket_id(&bucket_id) {
             return e;
         }
+        if self.corrected()
+            && !self.buckets.contains(&bucket_id)
+            && !self.erased.contains(&bucket_id)
+            && !self.registry.bucket_has_streams(&bucket_id)
+        {
+            // Corrected profile: purging a bucket that never existed is an
+            // error, not a permanent fence.
+            return StreamResponse::error(
+                StreamErrorCode::BucketNotFound,
+                format!("bucket '{bucket_id}' does not exist"),
+            );
+        }
         // Deterministic removal order: (bucket, stream, affinity None first).
         let ids = self.registry.ids_in_bucket(&bucket_id);
         let mut removed_streams = 0u64;

@@ -15,7 +15,8 @@ pub(crate) struct ColdState {
 struct ColdLists {
     /// Stored chunks: only `shared_object` flushes, or restored chunks.
     chunks: Vec<ColdChunkRef>,
-    /// Stored external segments: only ever filled by restore.
+    /// Stored external segments: filled by restore, and by external writes
+    /// in the corrected profile.
     external: Vec<ObjectPayloadRef>,
 }
 
@@ -47,6 +48,20 @@ impl ColdState {
     /// Stores a shared chunk.
     pub(crate) fn push_chunk(&mut self, chunk: ColdChunkRef) {
         self.lists.get_or_insert_default().chunks.push(chunk);
+    }
+
+    /// Stores an external segment (corrected profile).
+    pub(crate) fn push_external(&mut self, segment: ObjectPayloadRef) {
+        self.lists.get_or_insert_default().external.push(segment);
+    }
+
+    /// How many stored chunks equal one of `chunks` (what
+    /// [`ColdState::remove_chunks`] would remove).
+    pub(crate) fn count_chunks(&self, chunks: &[ColdChunkRef]) -> usize {
+        self.chunks()
+            .iter()
+            .filter(|stored| chunks.contains(stored))
+            .count()
     }
 
     /// Removes every stored chunk equal to one of `chunks`; returns how many.

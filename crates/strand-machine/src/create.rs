@@ -3,8 +3,8 @@
 use bytes::Bytes;
 use strand_integrity::StreamIntegrity;
 use strand_model::{
-    BucketStreamId, ExternalPayloadRef, ProducerAppendRecord, ProducerRequest, StreamAttrs,
-    StreamMetadata, StreamStatus, normalize_stream_attrs, validate_stream_attrs_size,
+    BucketStreamId, ExternalPayloadRef, ObjectPayloadRef, ProducerAppendRecord, ProducerRequest,
+    StreamAttrs, StreamMetadata, StreamStatus, normalize_stream_attrs, validate_stream_attrs_size,
 };
 use strand_records::{
     appended_record_count, build_record_index, message_records_for_append, producer_record_bounds,
@@ -122,6 +122,7 @@ impl StreamStateMachine {
         self.usage
             .check_create(&req.stream_id.bucket_id, len)
             .map_err(quota_error)?;
+        self.check_capacity(&req.stream_id.bucket_id, 0, len)?;
 
         let metadata = StreamMetadata {
             stream_id: req.stream_id.clone(),
@@ -148,6 +149,16 @@ impl StreamStateMachine {
             InitialPayload::External(r) => {
                 integrity.append_external(domain, 0, len, &r.s3_path, r.object_size);
                 cold.raw_frontier = len;
+                if self.corrected() && len > 0 {
+                    // Corrected profile: keep the external object.
+                    cold.push_external(ObjectPayloadRef {
+                        start_offset: 0,
+                        end_offset: len,
+                        s3_path: r.s3_path.clone(),
+                        object_size: r.object_size,
+                        object_offset: 0,
+                    });
+                }
             }
         }
         let records = appended_record_count(&req.record_ends, len);
@@ -163,7 +174,7 @@ impl StreamStateMachine {
                 record_start,
                 record_next,
             };
-            producers.record(p, &item, vec![item.clone()]);
+            producers.record(p, &item, vec![item.clone()], self.receipt_limit());
         }
         let hot_len = hot.len();
         let slot = StreamSlot {

@@ -94,6 +94,7 @@ impl StreamStateMachine {
         if chunk.object_size == 0 {
             return invalid("cold chunk object size must be greater than zero");
         }
+        let corrected = self.corrected();
         let Some(slot) = self.registry.get_mut(id) else {
             return not_found(id);
         };
@@ -133,7 +134,13 @@ impl StreamStateMachine {
             return stale(tail, "cold chunk payload is stale".into());
         }
         let removed = slot.hot.flush_prefix(end);
-        slot.cold.raw_frontier = end;
+        slot.cold.raw_frontier = if corrected {
+            // Corrected profile: never lower the frontier below data the
+            // chunk does not cover (external appends above it).
+            slot.cold.raw_frontier.max(end)
+        } else {
+            end
+        };
         let retained = slot.retained_offset;
         compact_message_records(slot.message_records.vec_mut(), retained, end);
         let hot_start = slot.hot.public_start(slot.metadata.tail_offset);
@@ -160,6 +167,7 @@ impl StreamStateMachine {
         if let Err(e) = self.check_scope(id) {
             return e;
         }
+        let corrected = self.corrected();
         let Some(slot) = self.registry.get_mut(id) else {
             return not_found(id);
         };
@@ -194,6 +202,10 @@ impl StreamStateMachine {
             || replacement.object_size != bytes
         {
             return invalid("replacement does not match the compacted range");
+        }
+        if all_shared && corrected && slot.cold.count_chunks(&old_chunks) != old_chunks.len() {
+            // Corrected profile: a failed compaction changes nothing.
+            return invalid("compaction input no longer matches stream state");
         }
         if all_shared {
             let removed = slot.cold.remove_chunks(&old_chunks);

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use strand_model::{MachineOptions, MachineProfile};
 use strand_usage::UsageLedger;
 
 use crate::gc::{GcQueue, SharedObjects};
@@ -29,11 +30,49 @@ pub struct StreamStateMachine {
     pub(crate) shared: SharedObjects,
     /// Per-bucket usage counters and quotas.
     pub(crate) usage: UsageLedger,
+    /// The profile and its options (part of the group's state).
+    pub(crate) options: MachineOptions,
 }
 
 impl StreamStateMachine {
-    /// An empty group: no buckets, no streams.
+    /// An empty group in the reference profile: no buckets, no streams.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty group in `profile`, with the default options.
+    pub fn with_profile(profile: MachineProfile) -> Self {
+        Self::with_options(MachineOptions::with_profile(profile))
+    }
+
+    /// An empty group with these options. A receipt limit of 0 counts as 1.
+    pub fn with_options(options: MachineOptions) -> Self {
+        let mut machine = Self::default();
+        machine.install_options(options);
+        machine
+    }
+
+    /// The group's options.
+    pub fn options(&self) -> MachineOptions {
+        self.options
+    }
+
+    /// The group's profile.
+    pub fn profile(&self) -> MachineProfile {
+        self.options.profile
+    }
+
+    /// Whether the group runs the corrected profile.
+    #[inline]
+    pub(crate) fn corrected(&self) -> bool {
+        self.options.profile == MachineProfile::Corrected
+    }
+
+    /// The receipt limit a producer record uses: `None` (unbounded) for
+    /// the reference profile.
+    #[inline]
+    pub(crate) fn receipt_limit(&self) -> Option<usize> {
+        self.corrected()
+            .then(|| usize::try_from(self.options.producer_receipt_limit).unwrap_or(usize::MAX))
     }
 }

@@ -1,7 +1,7 @@
 //! `snapshot()`, `restore()` and `ImportSnapshot` (spec 07 §3, §5, §6).
 
 use bytes::Bytes;
-use strand_model::{StreamVisibleSnapshot, normalize_stream_attrs};
+use strand_model::{MachineOptions, StreamVisibleSnapshot, normalize_stream_attrs};
 use strand_snapshot::{
     SharedColdObjectOwnersSnapshot, SnapshotTail, SnapshotValidator, StreamSnapshot,
     StreamSnapshotEntry, StreamSnapshotError,
@@ -15,8 +15,9 @@ use crate::machine::StreamStateMachine;
 use crate::producers::Producers;
 use crate::response::{StreamErrorCode, StreamResponse};
 use crate::slot::StreamSlot;
+use crate::ttl::TtlIndex;
 
-fn entry_of(slot: &StreamSlot) -> StreamSnapshotEntry {
+fn entry_of(slot: &StreamSlot, corrected: bool) -> StreamSnapshotEntry {
     StreamSnapshotEntry {
         metadata: slot.metadata.clone(),
         attrs: slot.attrs.as_deref().cloned(),
@@ -35,7 +36,27 @@ fn entry_of(slot: &StreamSlot) -> StreamSnapshotEntry {
         retained_offset: Some(slot.retained_offset),
         visible_snapshot: slot.visible_snapshot.as_deref().cloned(),
         producer_states: slot.producers.snapshot(),
+        // Corrected profile: the raw frontier too, so restore is exact.
+        cold_raw_frontier_offset: corrected.then_some(slot.cold.raw_frontier),
     }
+}
+
+/// A stream's restored cold state. The raw frontier is the written
+/// `cold_raw_frontier_offset` (corrected snapshots) when it gives back the
+/// validated effective frontier, else the effective frontier itself (the
+/// reference rule, spec 07 §5.3).
+fn restored_cold(
+    effective: u64,
+    raw: Option<u64>,
+    retained: u64,
+    chunks: Vec<strand_model::ColdChunkRef>,
+    external: Vec<strand_model::ObjectPayloadRef>,
+) -> ColdState {
+    let mut cold = ColdState::restored(raw.unwrap_or(effective), chunks, external);
+    if raw.is_some() && cold.frontier(retained) != effective {
+        cold.raw_frontier = effective;
+    }
+    cold
 }
 
 impl StreamStateMachine {
@@ -60,7 +81,10 @@ impl StreamStateMachine {
     /// The snapshot's stream entries, built one at a time in snapshot order
     /// (for streaming encoders that must not hold them all).
     pub fn snapshot_entries(&self) -> impl Iterator<Item = StreamSnapshotEntry> + '_ {
-        self.snapshot_slots().into_iter().map(entry_of)
+        let corrected = self.corrected();
+        self.snapshot_slots()
+            .into_iter()
+            .map(move |slot| entry_of(slot, corrected))
     }
 
     /// Everything of [`StreamStateMachine::snapshot`] except the stream
@@ -83,16 +107,40 @@ impl StreamStateMachine {
                 .collect(),
             bucket_usage: self.usage.usage_report(),
             bucket_quotas: self.usage.quota_report(),
+            machine_options: self.options.to_snapshot(),
         }
     }
 
-    /// Live slots in snapshot order: (bucket, stream), ties in arena order.
+    /// Live slots in snapshot order: (bucket, stream), ties in arena order
+    /// (reference) or by affinity key, `None` first (corrected: restore
+    /// keeps that order, unlike the arena's).
     fn snapshot_slots(&self) -> Vec<&StreamSlot> {
         let mut slots: Vec<&StreamSlot> = self.registry.slots_in_arena_order().collect();
-        slots.sort_by(|a, b| {
-            (&a.id().bucket_id, &a.id().stream_id).cmp(&(&b.id().bucket_id, &b.id().stream_id))
-        });
+        if self.corrected() {
+            slots.sort_by(|a, b| a.id().cmp(b.id()));
+        } else {
+            slots.sort_by(|a, b| {
+                (&a.id().bucket_id, &a.id().stream_id).cmp(&(&b.id().bucket_id, &b.id().stream_id))
+            });
+        }
         slots
+    }
+
+    /// Installs `options` on a freshly restored machine, rebuilding the TTL
+    /// index when its tie-break changes.
+    pub(crate) fn install_options(&mut self, options: MachineOptions) {
+        let rebuild = options.is_corrected() != self.corrected();
+        self.options = MachineOptions {
+            producer_receipt_limit: options.producer_receipt_limit.max(1),
+            ..options
+        };
+        if rebuild {
+            let mut ttl = TtlIndex::new(options.is_corrected());
+            for (key, slot) in self.registry.keyed_slots() {
+                ttl.push(&slot.metadata, key);
+            }
+            self.ttl = ttl;
+        }
     }
 
     /// `ImportSnapshot`: replaces an empty group's state (spec 07 §6).
@@ -109,7 +157,9 @@ impl StreamStateMachine {
         let buckets = u64::try_from(snapshot.buckets.len()).unwrap_or(u64::MAX);
         let streams = u64::try_from(snapshot.streams.len()).unwrap_or(u64::MAX);
         match Self::restore(snapshot) {
-            Ok(machine) => {
+            Ok(mut machine) => {
+                // The group keeps its own profile.
+                machine.install_options(self.options);
                 *self = machine;
                 StreamResponse::SnapshotImported { buckets, streams }
             }
@@ -173,8 +223,10 @@ impl MachineRestorer {
             metadata: entry.metadata,
             attrs: normalize_stream_attrs(entry.attrs).map(Box::new),
             hot,
-            cold: ColdState::restored(
+            cold: restored_cold(
                 entry.cold_frontier_offset,
+                entry.cold_raw_frontier_offset,
+                checked.retained_offset,
                 entry.cold_chunks,
                 entry.external_segments,
             ),
@@ -210,6 +262,7 @@ impl MachineRestorer {
             &tail.bucket_usage,
             &tail.bucket_quotas,
         );
+        machine.install_options(MachineOptions::from_snapshot(tail.machine_options));
         machine
     }
 }

@@ -29,6 +29,37 @@ pub(crate) struct Duplicate {
     pub(crate) echo: ProducerRequest,
 }
 
+impl Duplicate {
+    /// The answer to a retry of an accepted sequence whose receipt the
+    /// corrected profile no longer keeps: a duplicate whose offsets are both
+    /// the start of the oldest kept receipt (the original write ended at or
+    /// before it), not closed, with one empty item at that offset.
+    fn trimmed(state: &ProducerState, p: &ProducerRequest) -> Self {
+        let at = state
+            .receipts
+            .entries
+            .first()
+            .map_or(state.last_start_offset, |e| e.start);
+        Self {
+            offset: at,
+            next_offset: at,
+            closed: false,
+            items: vec![ProducerAppendRecord {
+                start_offset: at,
+                next_offset: at,
+                closed: false,
+                record_start: None,
+                record_next: None,
+            }],
+            echo: ProducerRequest {
+                producer_id: p.producer_id.clone(),
+                producer_epoch: state.epoch,
+                producer_seq: p.producer_seq,
+            },
+        }
+    }
+}
+
 /// What producer evaluation decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Evaluation {
@@ -61,9 +92,14 @@ fn seq_conflict(expected: u64, received: u64, message: String) -> StreamResponse
 
 impl Producers {
     /// Evaluates a request (spec 04 §2.5). `None` always accepts.
+    ///
+    /// With `corrected`, a retry of an accepted sequence whose receipt was
+    /// trimmed (bounded receipts) is still a duplicate, answered by
+    /// [`Duplicate::trimmed`].
     pub(crate) fn evaluate(
         &self,
         producer: Option<&ProducerRequest>,
+        corrected: bool,
     ) -> Result<Evaluation, StreamResponse> {
         let Some(p) = producer else {
             return Ok(Evaluation::Accept);
@@ -102,6 +138,9 @@ impl Producers {
         }
         if p.producer_seq <= state.seq {
             let Some(receipt) = state.receipts.find(p.producer_seq) else {
+                if corrected && state.receipts.trimmed_before(p.producer_seq) {
+                    return Ok(Evaluation::Duplicate(Duplicate::trimmed(state, p)));
+                }
                 return Err(seq_conflict(
                     state.seq.saturating_add(1),
                     p.producer_seq,
@@ -139,11 +178,13 @@ impl Producers {
 
     /// Records an accepted write (spec 04 §2.11): `last` gives the receipt's
     /// span, `items` its records.
+    /// `limit` (corrected profile) bounds the receipts kept per producer.
     pub(crate) fn record(
         &mut self,
         p: &ProducerRequest,
         last: &ProducerAppendRecord,
         items: Vec<ProducerAppendRecord>,
+        limit: Option<usize>,
     ) {
         let map = self.map.get_or_insert_default();
         match map.get_mut(&p.producer_id) {
@@ -153,6 +194,9 @@ impl Producers {
                 state.last_next_offset = last.next_offset;
                 state.last_closed = last.closed;
                 state.receipts.push(p.producer_seq, last, &items);
+                if let Some(limit) = limit {
+                    state.receipts.trim_to(limit);
+                }
                 state.last_items = items;
             }
             _ => {
@@ -277,9 +321,10 @@ const HAS_RECORD_NEXT: u8 = 4;
 /// The items are not the one standard item; they live in `ReceiptLog::items`.
 const CUSTOM_ITEMS: u8 = 8;
 
-/// A producer's receipts in one epoch. Receipts are never trimmed (spec 04
-/// Q-RECEIPTS), so they are stored compactly, and a retry finds its receipt
-/// by index while sequence numbers are consecutive.
+/// A producer's receipts in one epoch. The reference profile never trims
+/// them (spec 04 Q-RECEIPTS; the corrected one keeps the latest N), so they
+/// are stored compactly, and a retry finds its receipt by index while
+/// sequence numbers are consecutive.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct ReceiptLog {
     entries: Vec<ReceiptEntry>,
@@ -364,6 +409,29 @@ impl ReceiptLog {
             closed,
             items,
         }
+    }
+
+    /// Keeps only the latest `limit` receipts (at least one).
+    fn trim_to(&mut self, limit: usize) {
+        let limit = limit.max(1);
+        if self.entries.len() <= limit {
+            return;
+        }
+        let drop = self.entries.len() - limit;
+        self.entries.drain(..drop);
+        if !self.items.is_empty() {
+            self.items = std::mem::take(&mut self.items)
+                .into_iter()
+                .filter_map(|(i, v)| i.checked_sub(drop).map(|i| (i, v)))
+                .collect();
+        }
+    }
+
+    /// Whether `seq` lies before the oldest kept receipt (in one epoch,
+    /// every sequence up to the current one was accepted, so such a seq is
+    /// a retry whose receipt was trimmed, or never restored).
+    fn trimmed_before(&self, seq: u64) -> bool {
+        self.entries.first().is_some_and(|e| seq < e.seq)
     }
 
     /// The first receipt with this sequence number.

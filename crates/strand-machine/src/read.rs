@@ -2,9 +2,9 @@
 
 use bytes::Bytes;
 use strand_model::{
-    BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, ObjectPayloadRef, StreamRead,
-    StreamReadColdIndexSegment, StreamReadObjectSegment, StreamReadPlan, StreamReadSegment,
-    StreamStatus,
+    BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, CORRECTED_MAX_READ_BYTES, ObjectPayloadRef,
+    StreamRead, StreamReadColdIndexSegment, StreamReadObjectSegment, StreamReadPlan,
+    StreamReadSegment, StreamStatus,
 };
 
 use crate::hot::{to_u64, to_usize};
@@ -110,6 +110,18 @@ impl HotRead {
 }
 
 impl StreamStateMachine {
+    /// How far a read of `max_len` bytes may reach: the corrected profile
+    /// caps it at [`CORRECTED_MAX_READ_BYTES`] (the caller continues from
+    /// the returned `next_offset`).
+    fn read_span(&self, max_len: usize) -> u64 {
+        let span = to_u64(max_len);
+        if self.corrected() {
+            span.min(CORRECTED_MAX_READ_BYTES)
+        } else {
+            span
+        }
+    }
+
     /// Reads up to `max_len` bytes from `offset` out of the hot buffer
     /// without copying them, testing expiry against `now_ms`. Errors as
     /// [`read_plan_at`](Self::read_plan_at) does (`StreamNotFound`,
@@ -149,7 +161,7 @@ impl StreamStateMachine {
                 ),
             ));
         }
-        let end = tail.min(offset.saturating_add(to_u64(max_len)));
+        let end = tail.min(offset.saturating_add(self.read_span(max_len)));
         let mut slices = Vec::new();
         let mut cursor = offset;
         for chunk in slot.hot.chunks() {
@@ -231,7 +243,7 @@ impl StreamStateMachine {
                 ),
             ));
         }
-        let end = tail.min(offset.saturating_add(to_u64(max_len)));
+        let end = tail.min(offset.saturating_add(self.read_span(max_len)));
 
         let mut hot: Vec<(u64, StreamReadSegment)> = Vec::new();
         for chunk in slot.hot.chunks() {
@@ -316,14 +328,28 @@ impl StreamStateMachine {
         })
     }
 
-    /// Reads hot bytes; fails if any part of the range is cold.
+    /// Reads hot bytes; fails if any part of the range is cold. Tests
+    /// expiry at time 0, like [`read_plan`](Self::read_plan); see
+    /// [`read_at`](Self::read_at).
     pub fn read(
         &self,
         stream_id: &BucketStreamId,
         offset: u64,
         max_len: usize,
     ) -> Result<StreamRead, StreamResponse> {
-        let plan = self.read_plan(stream_id, offset, max_len)?;
+        self.read_at(stream_id, offset, max_len, 0)
+    }
+
+    /// [`read`](Self::read), testing expiry against the caller's `now_ms`
+    /// (as [`read_plan_at`](Self::read_plan_at) does).
+    pub fn read_at(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        now_ms: u64,
+    ) -> Result<StreamRead, StreamResponse> {
+        let plan = self.read_plan_at(stream_id, offset, max_len, now_ms)?;
         let mut payload = Vec::new();
         for segment in &plan.segments {
             match segment {

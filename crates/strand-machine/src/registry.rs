@@ -165,6 +165,21 @@ impl Registry {
         Some(*slot)
     }
 
+    /// Live streams with their keys, in arena order.
+    pub(crate) fn keyed_slots(&self) -> impl Iterator<Item = (SlotKey, &StreamSlot)> {
+        self.arena.iter().enumerate().filter_map(|(i, e)| {
+            let slot = e.slot.as_deref()?;
+            let index = u32::try_from(i + 1).ok()?;
+            Some((
+                SlotKey {
+                    index,
+                    version: e.version,
+                },
+                slot,
+            ))
+        })
+    }
+
     /// Live streams in arena order (ascending index).
     pub(crate) fn slots_in_arena_order(&self) -> impl Iterator<Item = &StreamSlot> {
         self.arena.iter().filter_map(|e| e.slot.as_deref())

@@ -4,7 +4,7 @@
 use strand_model::{BucketStreamId, TTL_EXPIRY_SWEEP_MAX_STREAMS_PER_WRITE};
 
 use crate::machine::StreamStateMachine;
-use crate::ttl::{expired, expiry};
+use crate::ttl::{TtlIndex, expired, expiry};
 
 impl StreamStateMachine {
     /// Removes a stream with every side effect: hot gauge, usage gauges, cold
@@ -40,6 +40,17 @@ impl StreamStateMachine {
         if let (Some(key), Some(slot)) = (self.registry.key(id), self.registry.get(id)) {
             self.ttl.push(&slot.metadata, key);
         }
+        // Corrected profile: every renewal leaves a stale entry behind, so
+        // the index would grow with touches, not streams. Rebuilt from the
+        // live streams once stale entries dominate; stale entries never
+        // remove anything, so the sweep order of live ones is unchanged.
+        if self.corrected() && self.ttl.len() > 2 * self.registry.len() + 1024 {
+            let mut ttl = TtlIndex::new(true);
+            for (key, slot) in self.registry.keyed_slots() {
+                ttl.push(&slot.metadata, key);
+            }
+            self.ttl = ttl;
+        }
     }
 
     /// The sweep after a write: removes up to 256 expired streams in TTL
@@ -60,5 +71,53 @@ impl StreamStateMachine {
                 removed += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use bytes::Bytes;
+    use strand_model::{BucketStreamId, MachineProfile};
+
+    use crate::command::StreamCommand;
+    use crate::machine::StreamStateMachine;
+
+    /// Touches of one TTL stream: the reference's index keeps one entry per
+    /// renewal, the corrected one stays bounded by the live streams.
+    fn touched(profile: MachineProfile, touches: u64) -> usize {
+        let id = BucketStreamId::new("acme", "s");
+        let mut m = StreamStateMachine::with_profile(profile);
+        m.apply(StreamCommand::CreateBucket {
+            bucket_id: "acme".into(),
+        });
+        let r = m.apply(StreamCommand::CreateStream {
+            stream_id: id.clone(),
+            content_type: "text/plain".into(),
+            initial_payload: Bytes::new(),
+            close_after: false,
+            stream_seq: None,
+            producer: None,
+            stream_ttl_seconds: Some(3_600),
+            stream_expires_at_ms: None,
+            attrs: None,
+            now_ms: 1,
+        });
+        assert!(!r.is_error(), "{r:?}");
+        for now in 2..2 + touches {
+            m.apply(StreamCommand::TouchStreamAccess {
+                stream_id: id.clone(),
+                now_ms: now,
+                renew_ttl: true,
+            });
+        }
+        m.ttl.len()
+    }
+
+    #[test]
+    fn the_corrected_ttl_index_does_not_grow_with_touches() {
+        assert_eq!(touched(MachineProfile::Reference, 5_000), 5_001);
+        assert!(touched(MachineProfile::Corrected, 5_000) <= 1_027);
     }
 }

@@ -66,11 +66,12 @@ impl StreamStateMachine {
             };
         }
         let mut changed = false;
+        let corrected = self.corrected();
         if let Some(slot) = self.registry.get_mut(id)
             && renew_ttl
             && slot.metadata.stream_ttl_seconds.is_some()
         {
-            changed = renew(&mut slot.metadata, now_ms);
+            changed = renew(&mut slot.metadata, now_ms, corrected);
         }
         if changed {
             self.refresh_ttl_entry(id);

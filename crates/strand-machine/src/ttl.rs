@@ -37,8 +37,12 @@ pub(crate) fn renewal_due(metadata: &StreamMetadata, now_ms: u64) -> bool {
 }
 
 /// Renews a sliding TTL (sets the touch time, possibly backwards); returns
-/// whether the touch time changed.
-pub(crate) fn renew(metadata: &mut StreamMetadata, now_ms: u64) -> bool {
+/// whether the touch time changed. With `forward_only` (corrected profile)
+/// a `now_ms` before the stored touch time changes nothing.
+pub(crate) fn renew(metadata: &mut StreamMetadata, now_ms: u64, forward_only: bool) -> bool {
+    if forward_only && now_ms < metadata.last_ttl_touch_at_ms {
+        return false;
+    }
     if metadata.stream_ttl_seconds.is_some() && metadata.stream_expires_at_ms.is_none() {
         let changed = metadata.last_ttl_touch_at_ms != now_ms;
         metadata.last_ttl_touch_at_ms = now_ms;
@@ -53,6 +57,10 @@ struct TtlEntry {
     expires_at_ms: u64,
     stream_id: BucketStreamId,
     key: SlotKey,
+    /// Tie-break before the affinity key: the slot key's ordinal in the
+    /// reference profile, 0 in the corrected one (whose ties then follow the
+    /// affinity key, which restore preserves, unlike slot keys).
+    tie: u64,
 }
 
 impl Ord for TtlEntry {
@@ -61,7 +69,7 @@ impl Ord for TtlEntry {
             .cmp(&other.expires_at_ms)
             .then_with(|| self.stream_id.bucket_id.cmp(&other.stream_id.bucket_id))
             .then_with(|| self.stream_id.stream_id.cmp(&other.stream_id.stream_id))
-            .then_with(|| self.key.ordinal().cmp(&other.key.ordinal()))
+            .then_with(|| self.tie.cmp(&other.tie))
             // Full ties (same key) only happen for duplicate entries; keep
             // the order total for the heap.
             .then_with(|| {
@@ -82,6 +90,8 @@ impl PartialOrd for TtlEntry {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TtlIndex {
     heap: BinaryHeap<Reverse<TtlEntry>>,
+    /// Corrected profile: ties ignore slot keys.
+    by_id: bool,
 }
 
 impl TtlIndex {
@@ -92,8 +102,23 @@ impl TtlIndex {
                 expires_at_ms,
                 stream_id: metadata.stream_id.clone(),
                 key,
+                tie: if self.by_id { 0 } else { key.ordinal() },
             }));
         }
+    }
+
+    /// An empty index whose ties follow stream ids (corrected profile) or
+    /// slot keys (reference).
+    pub(crate) fn new(by_id: bool) -> Self {
+        Self {
+            heap: BinaryHeap::new(),
+            by_id,
+        }
+    }
+
+    /// Number of entries, stale ones included.
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
     }
 
     /// Pops the smallest entry due at `now_ms`, if any, returning its stream

@@ -45,3 +45,37 @@ fn hexdump_layout() {
          00000010  64 65 66 67 68 69 6a 6b  6c 6d 6e 6f 70 71        |defghijklmnopq|\n"
     );
 }
+
+/// The bytes of a hexdump made by [`hexdump`].
+fn unhex(dump: &str) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for line in dump.lines() {
+        let Some(hex) = line.get(10..58) else {
+            continue;
+        };
+        if !line.as_bytes()[..8].iter().all(u8::is_ascii_hexdigit) {
+            continue;
+        }
+        for pair in hex.split_whitespace() {
+            bytes.push(u8::from_str_radix(pair, 16).unwrap());
+        }
+    }
+    bytes
+}
+
+/// The reviewed binary snapshot above was recorded before machine profiles
+/// existed (commit 0a98b59): it must still decode, as the reference profile,
+/// into the same state; and re-encoding it gives the same bytes.
+#[test]
+fn a_binary_file_from_before_profiles_still_reads() {
+    let recorded = include_str!("snapshots/codec_format__small_machine_binary_hexdump.snap");
+    let body = recorded.splitn(3, "---\n").nth(2).unwrap();
+    let bytes = unhex(body);
+    assert_eq!(hexdump(&bytes), body);
+    let machine = strand_machine::restore_from_slice(&bytes).unwrap();
+    assert_eq!(machine.profile(), strand_model::MachineProfile::Reference);
+    assert_eq!(machine.snapshot(), small_machine().snapshot());
+    let mut again = Vec::new();
+    write_snapshot(&machine, SnapshotFormat::Binary, &mut again).unwrap();
+    assert_eq!(again, bytes);
+}

@@ -223,6 +223,7 @@ fn rich_entry() -> StreamSnapshotEntry {
                 items: Vec::new(),
             }],
         }],
+        cold_raw_frontier_offset: None,
     }
 }
 
@@ -267,6 +268,7 @@ fn rich_snapshot() -> StreamSnapshot {
                 max_retained_bytes: None,
             },
         }],
+        machine_options: None,
     }
 }
 

@@ -11,6 +11,7 @@ mod checks;
 mod constants;
 mod id;
 mod producer;
+mod profile;
 mod proto;
 mod read;
 mod record_range;
@@ -29,6 +30,9 @@ pub use constants::{
 };
 pub use id::{BucketStreamId, is_reserved_affinity_stream_id};
 pub use producer::{AppendStreamInput, ProducerAppendRecord, ProducerReceipt, ProducerSnapshot};
+pub use profile::{
+    CORRECTED_MAX_READ_BYTES, DEFAULT_PRODUCER_RECEIPT_LIMIT, MachineOptions, MachineProfile,
+};
 pub use proto::{
     ColdChunkRef, ColdChunkRefV1, ExternalPayloadRef, ExternalPayloadRefV1, ProducerRequest,
     ProducerRequestV1,

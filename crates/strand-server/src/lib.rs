@@ -34,6 +34,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as AutoBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use strand::MachineOptions;
 use strand_engine::{Engine, EngineConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -69,6 +70,8 @@ pub fn engine_config(config: &Config) -> EngineConfig {
         groups: config.groups.max(1),
         queue_depth: config.group_queue_depth.max(1),
         max_waiters: config.max_live_readers,
+        // Every group runs the corrected profile (docs/profiles.md).
+        machine: MachineOptions::corrected(),
     }
 }
 

@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 use strand_integrity::StreamIntegritySnapshot;
 use strand_model::{
-    ColdChunkRef, ColdGcEntry, HotPayloadSegment, ObjectPayloadRef, ProducerSnapshot, StreamAttrs,
-    StreamMessageRecord, StreamMetadata, StreamVisibleSnapshot,
+    ColdChunkRef, ColdGcEntry, HotPayloadSegment, MachineOptions, ObjectPayloadRef,
+    ProducerSnapshot, StreamAttrs, StreamMessageRecord, StreamMetadata, StreamVisibleSnapshot,
 };
 use strand_records::StreamRecordIndex;
 use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot};
@@ -44,6 +44,11 @@ pub struct StreamSnapshot {
     /// Stored quota records.
     #[serde(default)]
     pub bucket_quotas: Vec<BucketQuotaSnapshot>,
+    /// The group's machine options; absent (`None`) for the reference
+    /// profile, so reference snapshots are byte-identical to the
+    /// reference's (see `docs/profiles.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_options: Option<MachineOptions>,
 }
 
 /// The buckets that own one shared cold object (spec 07 §2.2). Both fields
@@ -106,6 +111,11 @@ pub struct StreamSnapshotEntry {
     pub visible_snapshot: Option<StreamVisibleSnapshot>,
     /// Idempotent producer states, sorted by producer id in output.
     pub producer_states: Vec<ProducerSnapshot>,
+    /// The raw cold frontier, written only by the corrected profile so that
+    /// restore is exact (absent in reference snapshots; restore then uses
+    /// `cold_frontier_offset`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_raw_frontier_offset: Option<u64>,
 }
 
 /// The group-level parts of a snapshot that follow its stream entries (in
@@ -122,6 +132,8 @@ pub struct SnapshotTail {
     pub bucket_usage: Vec<BucketUsageSnapshot>,
     /// Quota records per bucket.
     pub bucket_quotas: Vec<BucketQuotaSnapshot>,
+    /// The group's machine options (`None`: reference profile).
+    pub machine_options: Option<MachineOptions>,
 }
 
 impl SnapshotTail {
@@ -132,6 +144,7 @@ impl SnapshotTail {
         snapshot.shared_cold_object_owners = self.shared_cold_object_owners;
         snapshot.bucket_usage = self.bucket_usage;
         snapshot.bucket_quotas = self.bucket_quotas;
+        snapshot.machine_options = self.machine_options;
     }
 }
 
@@ -155,6 +168,7 @@ impl StreamSnapshot {
             shared_cold_object_owners,
             bucket_usage,
             bucket_quotas,
+            machine_options,
         } = self;
         let tail = SnapshotTail {
             pending_cold_gc,
@@ -162,6 +176,7 @@ impl StreamSnapshot {
             shared_cold_object_owners,
             bucket_usage,
             bucket_quotas,
+            machine_options,
         };
         (buckets, erased_buckets, streams, tail)
     }

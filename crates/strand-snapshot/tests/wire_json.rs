@@ -54,6 +54,7 @@ fn full_snapshot() -> StreamSnapshot {
                 max_retained_bytes: None,
             },
         }],
+        machine_options: None,
     }
 }
 

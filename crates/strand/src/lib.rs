@@ -19,13 +19,16 @@ pub use strand_machine::{
     HotRead, MachineRestorer, SnapshotTail, StreamCommand, StreamErrorCode, StreamErrorContext,
     StreamResponse, StreamStateMachine,
 };
-pub use strand_machine::{RestoreError, restore_from, restore_from_with_limits, write_snapshot};
+pub use strand_machine::{
+    RestoreError, restore_from, restore_from_slice, restore_from_with_limits, write_snapshot,
+};
 pub use strand_model::{
-    AppendStreamInput, BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, ColdChunkRef, ColdChunkRefV1,
-    ColdFlushCandidate, ColdGcEntry, ColdGcTarget, ExternalPayloadRef, ExternalPayloadRefV1,
-    HotPayloadSegment, ObjectPayloadRef, ProducerAppendRecord, ProducerReceipt, ProducerRequest,
-    ProducerRequestV1, ProducerSnapshot, StreamAttrs, StreamBatchAppend, StreamBatchAppendItem,
-    StreamBootstrapPlan, StreamMessageRecord, StreamMetadata, StreamRead,
+    AppendStreamInput, BucketStreamId, COLD_INDEX_PAGE_SPAN_BYTES, CORRECTED_MAX_READ_BYTES,
+    ColdChunkRef, ColdChunkRefV1, ColdFlushCandidate, ColdGcEntry, ColdGcTarget,
+    DEFAULT_PRODUCER_RECEIPT_LIMIT, ExternalPayloadRef, ExternalPayloadRefV1, HotPayloadSegment,
+    MachineOptions, MachineProfile, ObjectPayloadRef, ProducerAppendRecord, ProducerReceipt,
+    ProducerRequest, ProducerRequestV1, ProducerSnapshot, StreamAttrs, StreamBatchAppend,
+    StreamBatchAppendItem, StreamBootstrapPlan, StreamMessageRecord, StreamMetadata, StreamRead,
     StreamReadColdIndexSegment, StreamReadColdSegment, StreamReadObjectSegment, StreamReadPlan,
     StreamReadSegment, StreamStatus, StreamVisibleSnapshot, is_reserved_affinity_stream_id,
     validate_bucket_id, validate_stream_id,

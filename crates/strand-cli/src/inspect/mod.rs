@@ -72,6 +72,14 @@ fn write_report(out: &mut dyn Write, report: &Report) -> std::io::Result<()> {
         "  {} buckets ({} erased), {} streams, {} bytes hot, {} producers",
         t.buckets, t.erased_buckets, t.streams, t.hot_bytes, t.producers
     )?;
+    match report.producer_receipt_limit {
+        Some(limit) => writeln!(
+            out,
+            "  profile: {} (producers keep {limit} receipts)",
+            report.profile
+        )?,
+        None => writeln!(out, "  profile: {}", report.profile)?,
+    }
     writeln!(
         out,
         "  cold GC: {} pending (next seq {}); {} shared cold objects",

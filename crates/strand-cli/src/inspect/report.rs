@@ -24,6 +24,11 @@ pub(crate) struct Report {
     pub(crate) format: String,
     /// Totals over the snapshot.
     pub(crate) totals: Counts,
+    /// The group's machine profile (`reference` or `corrected`).
+    pub(crate) profile: String,
+    /// The corrected profile's producer receipt limit (`None` for the
+    /// reference profile, which keeps every receipt).
+    pub(crate) producer_receipt_limit: Option<u64>,
     /// The cold GC queue's next sequence number.
     pub(crate) next_cold_gc_seq: u64,
     /// Shared cold objects with owners.
@@ -204,6 +209,8 @@ impl Report {
             file,
             format,
             totals,
+            profile: machine.profile().to_string(),
+            producer_receipt_limit: head.machine_options.map(|o| o.producer_receipt_limit),
             next_cold_gc_seq: head.next_cold_gc_seq,
             shared_cold_objects: count(head.shared_cold_object_owners.len()),
             erased_buckets: head.erased_buckets,

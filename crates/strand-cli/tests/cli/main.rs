@@ -9,5 +9,6 @@ mod common;
 mod convert;
 mod demo;
 mod inspect;
+mod profile;
 mod replay;
 mod verify;

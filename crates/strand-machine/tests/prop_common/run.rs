@@ -118,7 +118,7 @@ pub(crate) fn run(m: &mut StreamStateMachine, action: &Action) -> Outcome {
             }
         }
         Action::ReplaceByImport(snapshot) => {
-            let mut fresh = StreamStateMachine::new();
+            let mut fresh = StreamStateMachine::with_options(m.options());
             let r = fresh.apply(StreamCommand::ImportSnapshot {
                 snapshot: snapshot.clone(),
             });

@@ -2,7 +2,7 @@
 //! `StreamSnapshot` field names, with the same legacy defaults as JSON.
 
 use serde::{Deserialize, Serialize};
-use strand_model::ColdGcEntry;
+use strand_model::{ColdGcEntry, MachineOptions};
 use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot};
 
 use crate::wire::SharedColdObjectOwnersSnapshot;
@@ -64,10 +64,14 @@ pub(crate) struct UsageIn {
     pub(crate) bucket_usage: Vec<BucketUsageSnapshot>,
 }
 
-/// The quotas frame, written.
+/// The quotas frame, written. It also carries the group's machine options,
+/// only for the corrected profile (an optional field: older readers ignore
+/// it, and older files without it read as the reference profile).
 #[derive(Serialize)]
 pub(crate) struct QuotasOut<'a> {
     pub(crate) bucket_quotas: &'a [BucketQuotaSnapshot],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) machine_options: Option<MachineOptions>,
 }
 
 /// The quotas frame, read.
@@ -75,6 +79,8 @@ pub(crate) struct QuotasOut<'a> {
 pub(crate) struct QuotasIn {
     #[serde(default)]
     pub(crate) bucket_quotas: Vec<BucketQuotaSnapshot>,
+    #[serde(default)]
+    pub(crate) machine_options: Option<MachineOptions>,
 }
 
 /// The footer frame (both ways; every field required).

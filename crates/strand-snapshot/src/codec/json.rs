@@ -44,6 +44,7 @@ fn write_entry(out: &mut Vec<u8>, entry: &StreamSnapshotEntry) -> Result<(), Cod
         retained_offset,
         visible_snapshot,
         producer_states,
+        cold_raw_frontier_offset,
     } = entry;
     field(out, b"{\"metadata\":", metadata)?;
     field(out, b",\"attrs\":", attrs)?;
@@ -77,6 +78,9 @@ fn write_entry(out: &mut Vec<u8>, entry: &StreamSnapshotEntry) -> Result<(), Cod
         }
     }
     field(out, b",\"producer_states\":", producer_states)?;
+    if let Some(raw) = cold_raw_frontier_offset {
+        field(out, b",\"cold_raw_frontier_offset\":", raw)?;
+    }
     out.push(b'}');
     Ok(())
 }
@@ -107,6 +111,7 @@ where
         shared_cold_object_owners,
         bucket_usage,
         bucket_quotas,
+        machine_options,
     } = head;
     let mut out = Vec::with_capacity(64 * 1024);
     field(&mut out, b"{\"buckets\":", buckets)?;
@@ -132,6 +137,9 @@ where
     )?;
     field(&mut out, b",\"bucket_usage\":", bucket_usage)?;
     field(&mut out, b",\"bucket_quotas\":", bucket_quotas)?;
+    if let Some(options) = machine_options {
+        field(&mut out, b",\"machine_options\":", options)?;
+    }
     out.push(b'}');
     w.write_all(&out)?;
     w.flush()?;

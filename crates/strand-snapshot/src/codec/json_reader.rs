@@ -277,7 +277,7 @@ impl<'a> Reader<'a> {
             (None, None, None);
         let (mut cold_chunks, mut external_segments, mut message_records) = (None, None, None);
         let (mut record_index, mut integrity, mut retained_offset) = (None, None, None);
-        let (mut visible_snapshot, mut producer_states) = (None, None);
+        let (mut visible_snapshot, mut producer_states, mut raw_frontier) = (None, None, None);
         self.object(|r, key| match key {
             b"metadata" => set(&mut metadata, r.value()?),
             b"attrs" => set(&mut attrs, r.value()?),
@@ -294,6 +294,7 @@ impl<'a> Reader<'a> {
             b"retained_offset" => set(&mut retained_offset, r.value()?),
             b"visible_snapshot" => set(&mut visible_snapshot, r.visible_snapshot()?),
             b"producer_states" => set(&mut producer_states, r.array(Self::producer)?),
+            b"cold_raw_frontier_offset" => set(&mut raw_frontier, r.value()?),
             _ => r.skip(),
         })?;
         Some(StreamSnapshotEntry {
@@ -312,6 +313,7 @@ impl<'a> Reader<'a> {
             retained_offset: retained_offset.flatten(),
             visible_snapshot: visible_snapshot.flatten(),
             producer_states: producer_states?,
+            cold_raw_frontier_offset: raw_frontier.flatten(),
         })
     }
 }
@@ -321,7 +323,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
     let mut r = Reader { text, pos: 0 };
     let (mut buckets, mut erased_buckets, mut streams) = (None, None, None);
     let (mut pending_cold_gc, mut next_cold_gc_seq, mut owners) = (None, None, None);
-    let (mut bucket_usage, mut bucket_quotas) = (None, None);
+    let (mut bucket_usage, mut bucket_quotas, mut machine_options) = (None, None, None);
     r.object(|r, key| match key {
         b"buckets" => set(&mut buckets, r.value()?),
         b"erased_buckets" => set(&mut erased_buckets, r.value()?),
@@ -331,6 +333,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
         b"shared_cold_object_owners" => set(&mut owners, r.value()?),
         b"bucket_usage" => set(&mut bucket_usage, r.value()?),
         b"bucket_quotas" => set(&mut bucket_quotas, r.value()?),
+        b"machine_options" => set(&mut machine_options, r.value()?),
         _ => r.skip(),
     })?;
     r.ws();
@@ -346,6 +349,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
         shared_cold_object_owners: owners.unwrap_or_default(),
         bucket_usage: bucket_usage.unwrap_or_default(),
         bucket_quotas: bucket_quotas.unwrap_or_default(),
+        machine_options: machine_options.flatten(),
     })
 }
 

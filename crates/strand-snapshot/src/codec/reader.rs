@@ -283,6 +283,7 @@ where
                         shared_cold_object_owners: owners.shared_cold_object_owners,
                         bucket_usage: usage.bucket_usage,
                         bucket_quotas: quotas.bucket_quotas,
+                        machine_options: quotas.machine_options,
                     })
                     .map_err(rejected);
             }

@@ -94,6 +94,7 @@ where
         shared_cold_object_owners,
         bucket_usage,
         bucket_quotas,
+        machine_options,
     } = head;
     let mut out = FrameWriter::start(w)?;
     out.frame(
@@ -122,7 +123,13 @@ where
         },
     )?;
     out.frame(FrameKind::Usage, &UsageOut { bucket_usage })?;
-    out.frame(FrameKind::Quotas, &QuotasOut { bucket_quotas })?;
+    out.frame(
+        FrameKind::Quotas,
+        &QuotasOut {
+            bucket_quotas,
+            machine_options: *machine_options,
+        },
+    )?;
     let footer = Footer {
         frames: out.index,
         streams,

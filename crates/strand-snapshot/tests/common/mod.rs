@@ -130,6 +130,7 @@ pub(crate) fn entry(id: BucketStreamId, payload: &[u8]) -> StreamSnapshotEntry {
         retained_offset: Some(0),
         visible_snapshot: None,
         producer_states: vec![],
+        cold_raw_frontier_offset: None,
     }
 }
 
@@ -230,5 +231,6 @@ pub(crate) fn full_entry() -> StreamSnapshotEntry {
                 items: vec![item],
             }],
         }],
+        cold_raw_frontier_offset: None,
     }
 }
