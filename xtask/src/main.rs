@@ -2,6 +2,7 @@
 //! "green"; `cargo xtask help` lists the others.
 
 mod bench;
+mod fuzz;
 mod http_conformance;
 mod tools;
 mod vendor;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("legacy") => step_legacy(&root),
         Some("bench") => bench::bench(&root),
+        Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         Some("tools") => tools::ensure_all(&root),
         Some("vendor-conformance") => vendor::vendor_conformance(&root, &args[1..]),
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
@@ -65,6 +67,11 @@ fn print_help() {
     println!("  vendor-conformance [DIR]");
     println!("           refresh tests/conformance (FORMAT.md, SUMMARY.md, traces.tar.zst)");
     println!("           from DIR (default ../shared/conformance); deterministic");
+    println!("  fuzz [--seconds N] [binary_decode|json_restore|command_sequence]...");
+    println!("           run the cargo-fuzz targets of fuzz/ one after another (stable, no");
+    println!("           sanitizer), N seconds each (default 60), on target/fuzz-corpus/");
+    println!("           seeded from the conformance traces; installs the pinned");
+    println!("           cargo-fuzz 0.13.2 when missing; logs in target/fuzz-logs/");
     println!("  tools    install the pinned cargo-insta and cargo-deny if missing or at");
     println!("           another version (ci does this itself before using them)");
     println!("  help     this text");
