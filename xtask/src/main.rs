@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("legacy") => step_legacy(&root),
         Some("bench") => bench::bench(&root),
+        Some("publish-check") => publish_check(&root),
         Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         Some("tools") => tools::ensure_all(&root),
         Some("vendor-conformance") => vendor::vendor_conformance(&root, &args[1..]),
@@ -50,7 +51,7 @@ fn print_help() {
     println!("cargo xtask <task>");
     println!();
     println!("tasks:");
-    println!("  ci       fmt, clippy, http-conformance (fork areas may fail until strand has");
+    println!("  ci       fmt, clippy, doc, http-conformance (fork areas may fail until strand has");
     println!("           forks), tests (with insta checks), cargo-deny, conformance, legacy;");
     println!("           installs the pinned cargo-insta and cargo-deny first when needed");
     println!("  legacy   restore every legacy snapshot fixture (tests/fixtures/legacy) and");
@@ -67,6 +68,9 @@ fn print_help() {
     println!("  vendor-conformance [DIR]");
     println!("           refresh tests/conformance (FORMAT.md, SUMMARY.md, traces.tar.zst)");
     println!("           from DIR (default ../shared/conformance); deterministic");
+    println!("  publish-check");
+    println!("           cargo publish --workspace --dry-run --allow-dirty: package the seven");
+    println!("           library crates and build each from its package (needs crates.io)");
     println!("  fuzz [--seconds N] [binary_decode|json_restore|command_sequence]...");
     println!("           run the cargo-fuzz targets of fuzz/ one after another (stable, no");
     println!("           sanitizer), N seconds each (default 60), on target/fuzz-corpus/");
@@ -93,6 +97,10 @@ fn ci(root: &Path) -> Result<(), String> {
         Step {
             name: "clippy",
             run: step_clippy,
+        },
+        Step {
+            name: "doc",
+            run: step_doc,
         },
         Step {
             name: "http-conformance",
@@ -175,6 +183,26 @@ fn has_subcommand(root: &Path, sub: &str) -> bool {
 /// every other failure fails CI.
 fn step_http_conformance(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(root, &["--allow-fail-area".into(), "Fork - ".into()])
+}
+
+/// `cargo doc --workspace --no-deps` with rustdoc warnings (broken
+/// intra-doc links, bad code blocks) as errors. `missing_docs` is denied in
+/// the seven library crates themselves (`#![deny(missing_docs)]`).
+fn step_doc(root: &Path) -> Result<(), String> {
+    let mut cmd = cargo(root);
+    cmd.args(["doc", "--workspace", "--no-deps"]);
+    cmd.env("RUSTDOCFLAGS", "-D warnings");
+    run(cmd)
+}
+
+/// `cargo xtask publish-check`: `cargo publish --workspace --dry-run
+/// --allow-dirty`, which packages the seven library crates in dependency
+/// order, builds each from its packaged form against the others' packages,
+/// and uploads nothing. Needs the crates.io index; not part of `ci`.
+fn publish_check(root: &Path) -> Result<(), String> {
+    let mut cmd = cargo(root);
+    cmd.args(["publish", "--workspace", "--dry-run", "--allow-dirty"]);
+    run(cmd)
 }
 
 fn step_fmt(root: &Path) -> Result<(), String> {
