@@ -52,7 +52,8 @@ fn print_help() {
     println!();
     println!("tasks:");
     println!("  ci       fmt, clippy, doc, http-conformance (fork areas may fail until strand has");
-    println!("           forks), tests (with insta checks), cargo-deny, conformance, legacy;");
+    println!("           forks), tests (with insta checks), components (tests/components, each");
+    println!("           built with its one strand crate), cargo-deny, conformance, legacy;");
     println!("           installs the pinned cargo-insta and cargo-deny first when needed");
     println!("  legacy   restore every legacy snapshot fixture (tests/fixtures/legacy) and");
     println!("           check its outcome against the pinned insta snapshots");
@@ -113,6 +114,10 @@ fn ci(root: &Path) -> Result<(), String> {
         Step {
             name: "insta",
             run: step_insta_pending,
+        },
+        Step {
+            name: "components",
+            run: step_components,
         },
         Step {
             name: "deny",
@@ -279,6 +284,52 @@ fn find_pending(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// The component crates of `tests/components/` and the one strand crate
+/// each may depend on.
+const COMPONENTS: [(&str, &str); 3] = [
+    ("component-snapshot-check", "strand-snapshot"),
+    ("component-records-index", "strand-records"),
+    ("component-integrity-setsum", "strand-integrity"),
+];
+
+/// Each component crate depends on its one strand crate and nothing else
+/// (`cargo tree -e normal --depth 1`), and its tests pass when it is built
+/// alone (`cargo test -p` of just the three, so their features are resolved
+/// without the rest of the workspace).
+fn step_components(root: &Path) -> Result<(), String> {
+    for (krate, dependency) in COMPONENTS {
+        let output = cargo(root)
+            .args(["tree", "-p", krate, "-e", "normal", "--depth", "1"])
+            .args(["--prefix", "none"])
+            .output()
+            .map_err(|e| format!("could not run cargo tree: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "cargo tree -p {krate} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        let direct: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        if direct != [dependency] {
+            return Err(format!(
+                "{krate} must depend on {dependency} alone, but its normal dependencies are {direct:?}"
+            ));
+        }
+        println!("{krate}: depends on {dependency} alone");
+    }
+    let mut cmd = cargo(root);
+    cmd.arg("test");
+    for (krate, _) in COMPONENTS {
+        cmd.args(["-p", krate]);
+    }
+    run(cmd)
 }
 
 fn step_deny(root: &Path) -> Result<(), String> {
