@@ -1,7 +1,7 @@
 //! Structure-aware: the input is read through `arbitrary::Unstructured` as
 //! a sequence of `StreamCommand`s built from a small vocabulary (two
 //! buckets and an invalid one, four streams, three content types, two
-//! producers), applied to a machine that starts with buckets `b1` and `b2`.
+//! producers), applied to a machine that starts with buckets `bkt1` and `bkt2`.
 //!
 //! Input layout: byte 0 modulo 49 is the split point; then one record of
 //! [`RECORD`] bytes per command (the last may be short; missing bytes read
@@ -42,7 +42,7 @@ use strand_snapshot::{StreamSnapshot, StreamSnapshotError, encode_binary};
 const JSON: &str = "application/json";
 const OCTET: &str = "application/octet-stream";
 const TEXT: &str = "text/plain";
-const BUCKETS: [&str; 3] = ["b1", "b2", "B!"];
+const BUCKETS: [&str; 3] = ["bkt1", "bkt2", "B!"];
 /// Bytes per command record.
 pub(crate) const RECORD: usize = 24;
 /// Number of command kinds (the first byte of a record, modulo this).
@@ -50,10 +50,10 @@ const KINDS: u8 = 18;
 
 fn streams() -> [(BucketStreamId, &'static str); 4] {
     [
-        (BucketStreamId::new("b1", "s1"), JSON),
-        (BucketStreamId::new("b1", "s2"), OCTET),
-        (BucketStreamId::with_affinity("b1", "k", "t1"), TEXT),
-        (BucketStreamId::new("b2", "s1"), OCTET),
+        (BucketStreamId::new("bkt1", "s1"), JSON),
+        (BucketStreamId::new("bkt1", "s2"), OCTET),
+        (BucketStreamId::with_affinity("bkt1", "k", "t1"), TEXT),
+        (BucketStreamId::new("bkt2", "s1"), OCTET),
     ]
 }
 
@@ -89,10 +89,12 @@ impl Gen {
         if ct == JSON && !rare(u, 1, 8)? {
             let n = u.int_in_range(1u8..=3)?;
             let items: Vec<String> = (0..n).map(|i| format!("{{\"i\":{i}}}")).collect();
-            return Ok(Bytes::from(match u.int_in_range(0u8..=2)? {
-                0 => format!("[{}]", items.join(",")),
-                1 => items.first().cloned().unwrap_or_else(|| "1".into()),
-                _ => items.join(""),
+            // JSON streams take canonical NDJSON: every record ends in `\n`.
+            return Ok(Bytes::from(match u.int_in_range(0u8..=3)? {
+                0 => items.iter().map(|i| format!("{i}\n")).collect::<String>(),
+                1 => format!("[{}]\n", items.join(",")),
+                2 => "\n".to_string(),
+                _ => items.join(""), // no final newline: rejected
             }));
         }
         let len = u.int_in_range(1u8..=24)?;
@@ -332,26 +334,30 @@ fn restore_via_json(
     StreamStateMachine::restore(back)
 }
 
-fn run(data: &[u8]) -> Result<()> {
-    let mut u = Unstructured::new(data);
-    let split = usize::from(u.arbitrary::<u8>()? % 49);
-    let mut generator = Gen {
-        now: 1_000,
-        objects: 0,
-        seqs: [0; 2],
-    };
+/// The machine after the setup and the first `split` commands of `u`,
+/// with the streams that took a successful external write.
+fn prefix(
+    u: &mut Unstructured<'_>,
+    generator: &mut Gen,
+    split: usize,
+) -> Result<(StreamStateMachine, BTreeSet<BucketStreamId>)> {
     let mut a = StreamStateMachine::new();
     let mut external = BTreeSet::new();
-    for bucket_id in ["b1", "b2"] {
-        a.apply(StreamCommand::CreateBucket {
+    for bucket_id in ["bkt1", "bkt2"] {
+        let response = a.apply(StreamCommand::CreateBucket {
             bucket_id: bucket_id.into(),
         });
+        // A vocabulary the machine rejects would fuzz nothing but errors.
+        assert!(
+            matches!(response, StreamResponse::BucketCreated { .. }),
+            "setup: {response:?}"
+        );
     }
     for _ in 0..split {
         if u.is_empty() {
             break;
         }
-        let command = generator.command(&mut u, &a)?;
+        let command = generator.command(u, &a)?;
         let target = external_target(&command).cloned();
         let response = a.apply(command);
         if let Some(id) = target
@@ -360,6 +366,33 @@ fn run(data: &[u8]) -> Result<()> {
             external.insert(id);
         }
     }
+    Ok((a, external))
+}
+
+/// The machine that the setup and every command record of `data` (records
+/// only, no split byte) build: for tests of the vocabulary.
+#[allow(dead_code)] // used by tests/tests/fuzz_regressions.rs only
+pub(crate) fn machine_after(data: &[u8]) -> StreamStateMachine {
+    let mut u = Unstructured::new(data);
+    let mut generator = Gen {
+        now: 1_000,
+        objects: 0,
+        seqs: [0; 2],
+    };
+    prefix(&mut u, &mut generator, usize::MAX)
+        .map(|(a, _)| a)
+        .unwrap_or_default()
+}
+
+fn run(data: &[u8]) -> Result<()> {
+    let mut u = Unstructured::new(data);
+    let split = usize::from(u.arbitrary::<u8>()? % 49);
+    let mut generator = Gen {
+        now: 1_000,
+        objects: 0,
+        seqs: [0; 2],
+    };
+    let (mut a, external) = prefix(&mut u, &mut generator, split)?;
 
     let snapshot = a.snapshot();
     let mut b = match StreamStateMachine::restore(snapshot.clone()) {
