@@ -2,6 +2,7 @@
 //! "green"; `cargo xtask help` lists the others.
 
 mod bench;
+mod fuzz;
 mod http_conformance;
 mod loadtest;
 mod tools;
@@ -24,6 +25,8 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("legacy") => step_legacy(&root),
         Some("bench") => bench::bench(&root),
+        Some("publish-check") => publish_check(&root),
+        Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         Some("tools") => tools::ensure_all(&root),
         Some("vendor-conformance") => vendor::vendor_conformance(&root, &args[1..]),
         Some("loadtest") => loadtest::loadtest(&root, &args[1..]),
@@ -50,10 +53,10 @@ fn print_help() {
     println!("cargo xtask <task>");
     println!();
     println!("tasks:");
-    println!("  ci       fmt, clippy, http-conformance without and with authentication (fork");
-    println!(
-        "           areas may fail until strand has forks), tests (with insta checks), cargo-deny, conformance, legacy;"
-    );
+    println!("  ci       fmt, clippy, doc, http-conformance without and with authentication");
+    println!("           (fork areas may fail until strand has forks), tests (with insta checks),");
+    println!("           components (tests/components, each built with its one strand crate),");
+    println!("           cargo-deny, conformance, legacy;");
     println!("           installs the pinned cargo-insta and cargo-deny first when needed");
     println!("  legacy   restore every legacy snapshot fixture (tests/fixtures/legacy) and");
     println!("           check its outcome against the pinned insta snapshots");
@@ -78,6 +81,14 @@ fn print_help() {
     println!("  vendor-conformance [DIR]");
     println!("           refresh tests/conformance (FORMAT.md, SUMMARY.md, traces.tar.zst)");
     println!("           from DIR (default ../shared/conformance); deterministic");
+    println!("  publish-check");
+    println!("           cargo publish --workspace --dry-run --allow-dirty: package the seven");
+    println!("           library crates and build each from its package (needs crates.io)");
+    println!("  fuzz [--seconds N] [binary_decode|json_restore|command_sequence]...");
+    println!("           run the cargo-fuzz targets of fuzz/ one after another (stable, no");
+    println!("           sanitizer), N seconds each (default 60), on target/fuzz-corpus/");
+    println!("           seeded from the conformance traces; installs the pinned");
+    println!("           cargo-fuzz 0.13.2 when missing; logs in target/fuzz-logs/");
     println!("  tools    install the pinned cargo-insta and cargo-deny if missing or at");
     println!("           another version (ci does this itself before using them)");
     println!("  help     this text");
@@ -101,6 +112,10 @@ fn ci(root: &Path) -> Result<(), String> {
             run: step_clippy,
         },
         Step {
+            name: "doc",
+            run: step_doc,
+        },
+        Step {
             name: "http-conformance",
             run: step_http_conformance,
         },
@@ -115,6 +130,10 @@ fn ci(root: &Path) -> Result<(), String> {
         Step {
             name: "insta",
             run: step_insta_pending,
+        },
+        Step {
+            name: "components",
+            run: step_components,
         },
         Step {
             name: "deny",
@@ -200,6 +219,26 @@ fn step_http_conformance_auth(root: &Path) -> Result<(), String> {
     )
 }
 
+/// `cargo doc --workspace --no-deps` with rustdoc warnings (broken
+/// intra-doc links, bad code blocks) as errors. `missing_docs` is denied in
+/// the seven library crates themselves (`#![deny(missing_docs)]`).
+fn step_doc(root: &Path) -> Result<(), String> {
+    let mut cmd = cargo(root);
+    cmd.args(["doc", "--workspace", "--no-deps"]);
+    cmd.env("RUSTDOCFLAGS", "-D warnings");
+    run(cmd)
+}
+
+/// `cargo xtask publish-check`: `cargo publish --workspace --dry-run
+/// --allow-dirty`, which packages the seven library crates in dependency
+/// order, builds each from its packaged form against the others' packages,
+/// and uploads nothing. Needs the crates.io index; not part of `ci`.
+fn publish_check(root: &Path) -> Result<(), String> {
+    let mut cmd = cargo(root);
+    cmd.args(["publish", "--workspace", "--dry-run", "--allow-dirty"]);
+    run(cmd)
+}
+
 fn step_fmt(root: &Path) -> Result<(), String> {
     let mut cmd = cargo(root);
     cmd.args(["fmt", "--all", "--check"]);
@@ -274,6 +313,52 @@ fn find_pending(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// The component crates of `tests/components/` and the one strand crate
+/// each may depend on.
+const COMPONENTS: [(&str, &str); 3] = [
+    ("component-snapshot-check", "strand-snapshot"),
+    ("component-records-index", "strand-records"),
+    ("component-integrity-setsum", "strand-integrity"),
+];
+
+/// Each component crate depends on its one strand crate and nothing else
+/// (`cargo tree -e normal --depth 1`), and its tests pass when it is built
+/// alone (`cargo test -p` of just the three, so their features are resolved
+/// without the rest of the workspace).
+fn step_components(root: &Path) -> Result<(), String> {
+    for (krate, dependency) in COMPONENTS {
+        let output = cargo(root)
+            .args(["tree", "-p", krate, "-e", "normal", "--depth", "1"])
+            .args(["--prefix", "none"])
+            .output()
+            .map_err(|e| format!("could not run cargo tree: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "cargo tree -p {krate} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        let direct: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        if direct != [dependency] {
+            return Err(format!(
+                "{krate} must depend on {dependency} alone, but its normal dependencies are {direct:?}"
+            ));
+        }
+        println!("{krate}: depends on {dependency} alone");
+    }
+    let mut cmd = cargo(root);
+    cmd.arg("test");
+    for (krate, _) in COMPONENTS {
+        cmd.args(["-p", krate]);
+    }
+    run(cmd)
 }
 
 fn step_deny(root: &Path) -> Result<(), String> {

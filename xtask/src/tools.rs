@@ -31,7 +31,16 @@ pub(crate) const DENY: Tool = Tool {
     version: "0.20.2",
 };
 
-/// Every pinned tool, for `cargo xtask tools`.
+/// `cargo fuzz run -s none` runs the targets of `fuzz/` on the stable
+/// toolchain; only `cargo xtask fuzz` installs it (`ci` does not fuzz).
+pub(crate) const FUZZ: Tool = Tool {
+    krate: "cargo-fuzz",
+    subcommand: "fuzz",
+    version: "0.13.2",
+};
+
+/// Every pinned tool CI needs, for `cargo xtask tools` (not `FUZZ`, which
+/// `cargo xtask fuzz` installs itself).
 pub(crate) const TOOLS: [&Tool; 2] = [&INSTA, &DENY];
 
 /// The version `cargo <subcommand> --version` reports (its last word, as in

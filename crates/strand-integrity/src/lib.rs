@@ -27,6 +27,13 @@
 //! | restore / import, step 9 of the per-entry checks (after message records, before the duplicate-stream check) | `StreamIntegrity::restore(&entry.integrity)`; any `Err` → `StreamSnapshotError::IntegrityMismatch { stream_id }` |
 //! | delete, expiry, purge | drop the slot's state; a recreated stream starts from `new()` |
 
+#![deny(missing_docs)]
+
+// The README's examples run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 mod hex;
 mod item;
 mod snapshot;

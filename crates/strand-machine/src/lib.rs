@@ -13,6 +13,13 @@
 //! state types `registry`, `slot`, `hot`, `cold`, `gc`, `ttl`,
 //! `producers`.
 
+#![deny(missing_docs)]
+
+// The README's examples run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 mod append;
 mod batch;
 mod buckets;

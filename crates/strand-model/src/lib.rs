@@ -7,6 +7,13 @@
 //! about how streams change: no record index, no integrity hashing, no usage
 //! accounting, no state machine.
 
+#![deny(missing_docs)]
+
+// The README's examples run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 mod checks;
 mod constants;
 mod id;

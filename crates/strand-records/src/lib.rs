@@ -34,6 +34,13 @@
 //!    touched stream's index before the first command and call
 //!    [`StreamRecordIndex::rollback`] if any command fails.
 
+#![deny(missing_docs)]
+
+// The README's examples run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 mod append_path;
 mod content_type;
 mod error;

@@ -32,6 +32,13 @@
 //! // steps 16-19: owners, GC queue, usage, quotas (no failure possible)
 //! ```
 
+#![deny(missing_docs)]
+
+// The README's examples run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub mod codec;
 mod digest;
 mod error;

@@ -11,6 +11,13 @@
 //!   removal), the quota admission checks, sorted reports, and
 //!   [`UsageLedger::restore`] for snapshot restore and import (07 §5.4).
 
+#![deny(missing_docs)]
+
+// The README's examples run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 mod admission;
 mod ledger;
 mod quota;

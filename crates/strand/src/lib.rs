@@ -14,6 +14,13 @@
 //! assert!(machine.head(&BucketStreamId::new("acme", "events")).is_none());
 //! ```
 
+#![deny(missing_docs)]
+
+// The README's examples run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use strand_integrity::StreamIntegritySnapshot;
 pub use strand_machine::{
     HotRead, MachineRestorer, SnapshotTail, StreamCommand, StreamErrorCode, StreamErrorContext,
