@@ -441,37 +441,9 @@ fn wait_healthy(server: &ServerGuard) -> Result<(), String> {
 
 /// One `GET /__strand/health` over HTTP/1.1; returns the status code.
 fn health_status(addr: SocketAddr) -> Result<u16, String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-        .map_err(|e| format!("connect: {e}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .map_err(|e| format!("set timeout: {e}"))?;
-    write!(
-        stream,
-        "GET /__strand/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| format!("write: {e}"))?;
-    let mut head = [0u8; 64];
-    let mut len = 0;
-    while len < 12 {
-        let n = stream
-            .read(&mut head[len..])
-            .map_err(|e| format!("read: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        len += n;
-    }
-    let status_line = String::from_utf8_lossy(&head[..len]);
-    status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("not an HTTP response: {status_line:?}"))
+    status_of(addr, "GET /__strand/health")
 }
 
-/// Runs the suite with a compact console reporter and a JSON report. Its
-/// exit status is not used: the report says what failed.
 /// Writes a fresh shared secret for `--auth` (32 hex digits from the
 /// clock and the process id: a test secret, never a production one).
 fn write_secret(path: &Path) -> Result<(), String> {
@@ -508,8 +480,8 @@ fn mint_token(root: &Path, secret: &Path) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// The status of one bodiless request line (`METHOD PATH`).
-fn status_of(addr: SocketAddr, request_line: &str) -> Result<u16, String> {
+/// The status of one bodiless request (`METHOD PATH`) over HTTP/1.1.
+pub(crate) fn status_of(addr: SocketAddr, request_line: &str) -> Result<u16, String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
         .map_err(|e| format!("connect: {e}"))?;
     stream
@@ -521,14 +493,26 @@ fn status_of(addr: SocketAddr, request_line: &str) -> Result<u16, String> {
     )
     .map_err(|e| format!("write: {e}"))?;
     let mut head = [0u8; 64];
-    let n = stream.read(&mut head).map_err(|e| format!("read: {e}"))?;
-    String::from_utf8_lossy(&head[..n])
+    let mut len = 0;
+    while len < 12 {
+        let n = stream
+            .read(&mut head[len..])
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+    }
+    let status_line = String::from_utf8_lossy(&head[..len]);
+    status_line
         .split_whitespace()
         .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| "not an HTTP response".to_owned())
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("not an HTTP response: {status_line:?}"))
 }
 
+/// Runs the suite with a compact console reporter and a JSON report. Its
+/// exit status is not used: the report says what failed.
 fn run_vitest(
     work: &Path,
     url: &str,

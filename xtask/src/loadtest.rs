@@ -9,8 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
@@ -19,7 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::http_conformance::{
-    ServerGuard, log_tail, loopback_addr, prepare_packages, start_node, start_strand, target_dir,
+    ServerGuard, log_tail, loopback_addr, prepare_packages, start_node, start_strand, status_of,
+    target_dir,
 };
 use crate::{cargo, run};
 
@@ -296,7 +296,7 @@ fn start_peer(root: &Path, work: &Path) -> Result<ServerGuard, String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         guard.check_running()?;
-        if get_status(addr, "/healthz") == Some(200) {
+        if status_of(addr, "GET /healthz") == Ok(200) {
             return Ok(guard);
         }
         thread::sleep(Duration::from_millis(100));
@@ -305,23 +305,6 @@ fn start_peer(root: &Path, work: &Path) -> Result<ServerGuard, String> {
         "{PEER_CRATE} did not become healthy; {}",
         log_tail(&log)
     ))
-}
-
-fn get_status(addr: SocketAddr, path: &str) -> Option<u16> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut head = [0u8; 16];
-    let n = s.read(&mut head).ok()?;
-    String::from_utf8_lossy(&head[..n])
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 fn number(v: &Value) -> Option<f64> {

@@ -11,6 +11,7 @@ use crate::hot::{to_u64, to_usize};
 use crate::machine::StreamStateMachine;
 use crate::response::{StreamErrorCode, StreamResponse};
 use crate::scope::not_found;
+use crate::slot::StreamSlot;
 use crate::ttl::expired;
 
 /// Cold-index pieces for `[x, y)`, split at page boundaries.
@@ -122,20 +123,16 @@ impl StreamStateMachine {
         }
     }
 
-    /// Reads up to `max_len` bytes from `offset` out of the hot buffer
-    /// without copying them, testing expiry against `now_ms`. Errors as
-    /// [`read_plan_at`](Self::read_plan_at) does (`StreamNotFound`,
-    /// `OffsetOutOfRange`, `StreamGone`); a range that is not entirely hot
-    /// (flushed to the cold tier, or held in an external object) is
-    /// `InvalidColdFlush` with `next_offset` at the hot start: such reads
-    /// need [`read_plan_at`](Self::read_plan_at) and an object store.
-    pub fn read_hot_at(
+    /// The checks every read makes, in order (missing or expired stream,
+    /// offset past the tail, offset below the retained offset), and the end
+    /// of the range it may cover.
+    fn read_range(
         &self,
         stream_id: &BucketStreamId,
         offset: u64,
         max_len: usize,
         now_ms: u64,
-    ) -> Result<HotRead, StreamResponse> {
+    ) -> Result<(&StreamSlot, u64), StreamResponse> {
         let slot = self
             .registry
             .get(stream_id)
@@ -162,6 +159,24 @@ impl StreamStateMachine {
             ));
         }
         let end = tail.min(offset.saturating_add(self.read_span(max_len)));
+        Ok((slot, end))
+    }
+
+    /// Reads up to `max_len` bytes from `offset` out of the hot buffer
+    /// without copying them, testing expiry against `now_ms`. Errors as
+    /// [`read_plan_at`](Self::read_plan_at) does (`StreamNotFound`,
+    /// `OffsetOutOfRange`, `StreamGone`); a range that is not entirely hot
+    /// (flushed to the cold tier, or held in an external object) is
+    /// `InvalidColdFlush` with `next_offset` at the hot start: such reads
+    /// need [`read_plan_at`](Self::read_plan_at) and an object store.
+    pub fn read_hot_at(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        now_ms: u64,
+    ) -> Result<HotRead, StreamResponse> {
+        let (slot, end) = self.read_range(stream_id, offset, max_len, now_ms)?;
         let mut slices = Vec::new();
         let mut cursor = offset;
         for chunk in slot.hot.chunks() {
@@ -194,7 +209,7 @@ impl StreamStateMachine {
             next_offset: end,
             content_type: slot.metadata.content_type.clone(),
             slices,
-            up_to_date: end == tail,
+            up_to_date: end == slot.metadata.tail_offset,
             closed: slot.metadata.status == StreamStatus::Closed,
         })
     }
@@ -218,32 +233,8 @@ impl StreamStateMachine {
         max_len: usize,
         now_ms: u64,
     ) -> Result<StreamReadPlan, StreamResponse> {
-        let slot = self
-            .registry
-            .get(stream_id)
-            .ok_or_else(|| not_found(stream_id))?;
-        if expired(&slot.metadata, now_ms) {
-            return Err(not_found(stream_id));
-        }
-        let tail = slot.metadata.tail_offset;
-        if offset > tail {
-            return Err(StreamResponse::error_at(
-                StreamErrorCode::OffsetOutOfRange,
-                tail,
-                format!("offset {offset} is beyond stream '{stream_id}' tail {tail}"),
-            ));
-        }
-        let retained = slot.retained_offset;
-        if offset < retained {
-            return Err(StreamResponse::error_at(
-                StreamErrorCode::StreamGone,
-                retained,
-                format!(
-                    "offset {offset} of stream '{stream_id}' is below retained offset {retained}"
-                ),
-            ));
-        }
-        let end = tail.min(offset.saturating_add(self.read_span(max_len)));
+        let (slot, end) = self.read_range(stream_id, offset, max_len, now_ms)?;
+        let (tail, retained) = (slot.metadata.tail_offset, slot.retained_offset);
 
         let mut hot: Vec<(u64, StreamReadSegment)> = Vec::new();
         for chunk in slot.hot.chunks() {

@@ -23,7 +23,7 @@ use stream::StreamRequest;
 /// The Durable Streams mount.
 pub const DS_PREFIX: &str = "/v1/stream/";
 
-/// The server's routes. Every request goes through [`dispatch`], which
+/// The server's routes. Every request goes through one dispatch function, which
 /// adds the CORS and security headers and writes the request log line, so
 /// no middleware layer boxes each request's future again.
 pub fn router(state: AppState) -> Router {

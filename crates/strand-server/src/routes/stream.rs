@@ -446,7 +446,7 @@ const PASS_THROUGH: usize = 16 * 1024;
 const CHUNK: usize = 64 * 1024;
 
 /// Gathers runs of small slices (one per appended message, often a few
-/// hundred bytes) into chunks of about [`CHUNK`] bytes, and passes large
+/// hundred bytes) into chunks of about 64 KiB, and passes large
 /// slices through untouched. Each chunk of a streamed body costs a frame
 /// and a poll in hyper, so a page of 200 1 KiB messages sent slice by slice
 /// spent more CPU on framing than copying 200 KiB once costs; a page never
