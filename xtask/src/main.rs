@@ -54,7 +54,7 @@ fn print_help() {
     println!();
     println!("tasks:");
     println!("  ci       fmt, clippy, doc, http-conformance without and with authentication");
-    println!("           (fork areas may fail until strand has forks), tests (with insta checks),");
+    println!("           (every test must pass), tests (with insta checks),");
     println!("           components (tests/components, each built with its one strand crate),");
     println!("           cargo-deny, conformance, legacy;");
     println!("           installs the pinned cargo-insta and cargo-deny first when needed");
@@ -199,11 +199,10 @@ fn has_subcommand(root: &Path, sub: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The official Durable Streams HTTP suite against a release strand-server.
-/// Fork tests are allowed to fail until strand has forks (their own issue);
-/// every other failure fails CI.
+/// The official Durable Streams HTTP suite against a release strand-server:
+/// every test must pass (forks included).
 fn step_http_conformance(root: &Path) -> Result<(), String> {
-    http_conformance::http_conformance(root, &["--allow-fail-area".into(), "Fork - ".into()])
+    http_conformance::http_conformance(root, &[])
 }
 
 /// The same suite with authentication on, every request carrying a token
@@ -211,11 +210,7 @@ fn step_http_conformance(root: &Path) -> Result<(), String> {
 fn step_http_conformance_auth(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(
         root,
-        &[
-            "--auth".into(),
-            "--allow-fail-area".into(),
-            "Fork - ".into(),
-        ],
+        &["--auth".into()],
     )
 }
 

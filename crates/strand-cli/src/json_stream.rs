@@ -24,9 +24,9 @@ use std::io::Read;
 
 use serde::de::{self, DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use strand::{
-    BucketQuotaSnapshot, BucketUsageSnapshot, ColdGcEntry, DecodeError, MachineOptions,
-    SharedColdObjectOwnersSnapshot, SnapshotSink, SnapshotTail, StreamSnapshotEntry,
-    StreamSnapshotError,
+    BucketQuotaSnapshot, BucketUsageSnapshot, ColdGcEntry, DecodeError, ForkUnpinSnapshot,
+    MachineOptions, SharedColdObjectOwnersSnapshot, SnapshotSink, SnapshotTail,
+    StreamSnapshotEntry, StreamSnapshotError,
 };
 
 use crate::read::{Location, ReadError};
@@ -69,6 +69,7 @@ struct Group {
     bucket_usage: Option<Vec<BucketUsageSnapshot>>,
     bucket_quotas: Option<Vec<BucketQuotaSnapshot>>,
     machine_options: Option<Option<MachineOptions>>,
+    fork_unpins: Option<Vec<ForkUnpinSnapshot>>,
 }
 
 /// Reads a JSON snapshot from `r` into `sink`.
@@ -108,6 +109,7 @@ pub(crate) fn decode<R: Read, S: SnapshotSink + ?Sized>(
             bucket_usage: group.bucket_usage.unwrap_or_default(),
             bucket_quotas: group.bucket_quotas.unwrap_or_default(),
             machine_options: group.machine_options.flatten(),
+            fork_unpins: group.fork_unpins.unwrap_or_default(),
         })
         .map_err(|e| ReadError::invalid(Location::Group, e))?;
     Ok(Streamed::Done)
@@ -197,6 +199,7 @@ impl<'de, S: SnapshotSink + ?Sized> Visitor<'de> for TopVisitor<'_, '_, S> {
                 "machine_options" => {
                     set_once(&mut group.machine_options, &mut map, "machine_options")?;
                 }
+                "fork_unpins" => set_once(&mut group.fork_unpins, &mut map, "fork_unpins")?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }

@@ -101,7 +101,7 @@ impl SnapshotSink for RestoreSink {
     fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError> {
         self.counts.pending_cold_gc = count(tail.pending_cold_gc.len());
         let restorer = self.take_restorer()?;
-        self.machine = Some(restorer.finish(tail));
+        self.machine = Some(restorer.finish(tail)?);
         Ok(())
     }
 }
@@ -147,6 +147,9 @@ impl SnapshotSink for ValidateSink {
 
     fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError> {
         self.counts.pending_cold_gc = count(tail.pending_cold_gc.len());
+        if let Some(validator) = &self.validator {
+            validator.check_forks()?;
+        }
         tail.install(&mut self.head);
         Ok(())
     }

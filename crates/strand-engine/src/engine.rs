@@ -12,7 +12,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
-use crate::group::{self, Op};
+use crate::group::{self, Op, ReadReply};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
@@ -91,7 +91,7 @@ pub struct Engine {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     groups: Vec<Group>,
     clock: Arc<dyn Clock>,
     waiters: Arc<Semaphore>,
@@ -117,6 +117,7 @@ impl Engine {
     /// [`ManualClock`](crate::ManualClock)).
     pub fn start_with_clock(config: EngineConfig, clock: Arc<dyn Clock>) -> Self {
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let unpins = Arc::new(tokio::sync::Notify::new());
         let mut groups = Vec::new();
         let mut tasks = Vec::new();
         for _ in 0..config.groups.max(1) {
@@ -125,10 +126,11 @@ impl Engine {
                 rx,
                 shutdown_rx.clone(),
                 config.machine,
+                Arc::clone(&unpins),
             )));
             groups.push(Group { tx });
         }
-        Self {
+        let engine = Self {
             inner: Arc::new(Inner {
                 groups,
                 clock,
@@ -136,7 +138,16 @@ impl Engine {
                 shutdown,
                 tasks: std::sync::Mutex::new(tasks),
             }),
+        };
+        let janitor = tokio::spawn(crate::forks::deliver_unpins(
+            Arc::downgrade(&engine.inner),
+            unpins,
+            shutdown_rx,
+        ));
+        if let Ok(mut tasks) = engine.inner.tasks.lock() {
+            tasks.push(janitor);
         }
+        engine
     }
 
     /// The number of groups.
@@ -154,7 +165,7 @@ impl Engine {
         group_of(id, self.inner.groups.len())
     }
 
-    async fn call<R>(
+    pub(crate) async fn call<R>(
         &self,
         group: usize,
         op: impl FnOnce(oneshot::Sender<R>) -> Op,
@@ -211,7 +222,8 @@ impl Engine {
         media_type_match: bool,
     ) -> Result<StreamResponse, EngineError> {
         let group = match &command {
-            StreamCommand::CreateStream { stream_id, .. } => self.group_for(stream_id),
+            StreamCommand::CreateStream { stream_id, .. }
+            | StreamCommand::CreateFork { stream_id, .. } => self.group_for(stream_id),
             _ => 0,
         };
         self.call(group, |reply| Op::Create {
@@ -275,6 +287,10 @@ impl Engine {
     }
 
     /// Reads up to `max_len` bytes, renewing the stream's TTL when due.
+    ///
+    /// A fork's read below its fork offset continues through its source
+    /// (and the source's source), so the page may join bytes of several
+    /// streams; it never crosses a fork offset without reaching it.
     pub async fn read(
         &self,
         stream_id: BucketStreamId,
@@ -282,14 +298,52 @@ impl Engine {
         max_len: usize,
     ) -> Result<ReadOutcome, EngineError> {
         let now_ms = self.now_ms();
-        self.call(self.group_for(&stream_id), |reply| Op::Read {
-            stream_id,
-            from,
+        let reply = self
+            .call(self.group_for(&stream_id), |reply| Op::Read {
+                stream_id: stream_id.clone(),
+                from,
+                max_len,
+                now_ms,
+                through: false,
+                reply,
+            })
+            .await?;
+        match reply {
+            ReadReply::Data(outcome) => Ok(outcome),
+            ReadReply::Inherited {
+                offset,
+                content_type,
+                ..
+            } => {
+                self.read_stitched(&stream_id, offset, max_len, Some(content_type))
+                    .await
+            }
+        }
+    }
+
+    /// One read of `stream_id` in its group, for fork stitching.
+    pub(crate) async fn read_once(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        through: bool,
+    ) -> Result<ReadReply, EngineError> {
+        let now_ms = self.now_ms();
+        self.call(self.group_for(stream_id), |reply| Op::Read {
+            stream_id: stream_id.clone(),
+            from: ReadFrom::Offset(offset),
             max_len,
             now_ms,
+            through,
             reply,
         })
         .await
+    }
+
+    /// Upgrades the janitor's weak handle.
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
+        Self { inner }
     }
 
     /// Takes a place for one live reader, or fails when the node's limit is

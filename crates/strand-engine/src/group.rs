@@ -48,13 +48,15 @@ pub(crate) enum Op {
         now_ms: u64,
         reply: oneshot::Sender<HeadOutcome>,
     },
-    /// A read from the hot buffer, renewing the TTL when due.
+    /// A read from the hot buffer, renewing the TTL when due; `through`
+    /// is a fork reading through this stream (no expiry, no renewal).
     Read {
         stream_id: BucketStreamId,
         from: ReadFrom,
         max_len: usize,
         now_ms: u64,
-        reply: oneshot::Sender<ReadOutcome>,
+        through: bool,
+        reply: oneshot::Sender<ReadReply>,
     },
     /// Park until the stream's tail passes `offset`, it closes or it goes.
     Wait {
@@ -69,6 +71,21 @@ pub(crate) enum Op {
     },
     /// A read-only query of the machine.
     Query(Query),
+}
+
+/// What a group answers a read with: the read, or (for a fork, below its
+/// fork offset) where to continue it.
+#[derive(Debug)]
+pub(crate) enum ReadReply {
+    /// The group's own bytes (or its error).
+    Data(ReadOutcome),
+    /// `offset` lies below the stream's fork offset `cap`: read `source`.
+    Inherited {
+        source: BucketStreamId,
+        cap: u64,
+        offset: u64,
+        content_type: String,
+    },
 }
 
 /// A group's state inside its task.
@@ -207,9 +224,15 @@ impl GroupCore {
                 from,
                 max_len,
                 now_ms,
+                through,
                 reply,
             } => {
-                let _ = reply.send(self.read(&stream_id, from, max_len, now_ms));
+                let answer = if through {
+                    self.read_through(&stream_id, from, max_len)
+                } else {
+                    self.read(&stream_id, from, max_len, now_ms)
+                };
+                let _ = reply.send(answer);
             }
             Op::Wait {
                 stream_id,
@@ -239,6 +262,17 @@ impl GroupCore {
     }
 
     fn create(&mut self, mut command: StreamCommand, media_type_match: bool) -> StreamResponse {
+        if let StreamCommand::CreateFork { stream_id, .. } = &command
+            && strand::validate_bucket_id(&stream_id.bucket_id).is_ok()
+            && !self.machine.bucket_exists(&stream_id.bucket_id)
+        {
+            let created = self.commit(StreamCommand::CreateBucket {
+                bucket_id: stream_id.bucket_id.clone(),
+            });
+            if created.is_error() {
+                return created;
+            }
+        }
         if let StreamCommand::CreateStream {
             stream_id,
             content_type,
@@ -335,16 +369,62 @@ impl GroupCore {
         from: ReadFrom,
         max_len: usize,
         now_ms: u64,
-    ) -> ReadOutcome {
+    ) -> ReadReply {
         if !self.access(id, now_ms, true) {
-            return Err(not_found(id));
+            return ReadReply::Data(Err(not_found(id)));
         }
         let offset = match from {
-            ReadFrom::Start => self.machine.retained_offset(id),
+            ReadFrom::Start => self.machine.read_start_offset(id),
             ReadFrom::Tail => self.machine.head(id).map_or(0, |m| m.tail_offset),
             ReadFrom::Offset(offset) => offset,
         };
-        self.machine.read_hot_at(id, offset, max_len, now_ms)
+        if let Some((source, cap)) = self.machine.fork_origin(id)
+            && offset < cap
+            && !self.machine.is_soft_deleted(id)
+        {
+            let start = self.machine.read_start_offset(id);
+            if offset < start {
+                return ReadReply::Data(Err(StreamResponse::error_at(
+                    strand::StreamErrorCode::StreamGone,
+                    start,
+                    format!("offset {offset} of stream '{id}' is below its first offset {start}"),
+                )));
+            }
+            return ReadReply::Inherited {
+                source,
+                cap,
+                offset,
+                content_type: self.content_type(id),
+            };
+        }
+        ReadReply::Data(self.machine.read_hot_at(id, offset, max_len, now_ms))
+    }
+
+    fn content_type(&self, id: &BucketStreamId) -> String {
+        self.machine
+            .head(id)
+            .map(|m| m.content_type.clone())
+            .unwrap_or_default()
+    }
+
+    /// A fork's read through this stream: no expiry, no renewal.
+    fn read_through(&self, id: &BucketStreamId, from: ReadFrom, max_len: usize) -> ReadReply {
+        let offset = match from {
+            ReadFrom::Offset(offset) => offset,
+            ReadFrom::Start => self.machine.read_start_offset(id),
+            ReadFrom::Tail => self.machine.head(id).map_or(0, |m| m.tail_offset),
+        };
+        if let Some((source, cap)) = self.machine.fork_origin(id)
+            && offset < cap
+        {
+            return ReadReply::Inherited {
+                source,
+                cap,
+                offset,
+                content_type: self.content_type(id),
+            };
+        }
+        ReadReply::Data(self.machine.read_hot_through(id, offset, max_len))
     }
 
     /// Ends every parked reader (shutdown).
@@ -359,6 +439,7 @@ pub(crate) async fn run(
     mut rx: mpsc::Receiver<Op>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     options: MachineOptions,
+    unpins: std::sync::Arc<tokio::sync::Notify>,
 ) {
     let mut core = GroupCore::new(options);
     loop {
@@ -370,7 +451,14 @@ pub(crate) async fn run(
                 }
             }
             op = rx.recv() => match op {
-                Some(op) => core.serve(op),
+                Some(op) => {
+                    core.serve(op);
+                    // Removed forks leave unpins for their sources, which
+                    // may live in other groups: the engine delivers them.
+                    if core.machine.has_pending_fork_unpins() {
+                        unpins.notify_one();
+                    }
+                }
                 None => break,
             },
         }

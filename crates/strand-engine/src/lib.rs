@@ -16,6 +16,7 @@
 
 mod clock;
 mod engine;
+mod forks;
 mod group;
 mod ops;
 mod placement;
@@ -23,6 +24,7 @@ mod waiters;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Engine, EngineConfig, EngineError, WaitOutcome, WaiterPermit};
+pub use forks::{ForkRequest, MAX_FORK_DEPTH};
 pub use group::{media_type, same_media_type};
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};

@@ -69,6 +69,7 @@ impl StreamStateMachine {
                 removed_streams += 1;
             }
         }
+        self.drop_unpins_of_bucket(&bucket_id);
         self.buckets.remove(&bucket_id);
         self.usage.remove_quota(&bucket_id);
         self.erased.insert(bucket_id.clone());

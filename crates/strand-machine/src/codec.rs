@@ -121,7 +121,8 @@ impl RestoreSink {
     fn into_machine(self) -> StreamStateMachine {
         match (self.machine, self.restorer) {
             (Some(machine), _) => machine,
-            (None, Some(restorer)) => restorer.finish(SnapshotTail::default()),
+            // Never reached through the decoder, which finishes itself.
+            (None, Some(restorer)) => restorer.finish(SnapshotTail::default()).unwrap_or_default(),
             (None, None) => StreamStateMachine::default(),
         }
     }
@@ -146,7 +147,7 @@ impl SnapshotSink for RestoreSink {
 
     fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError> {
         let restorer = self.take_restorer()?;
-        self.machine = Some(restorer.finish(tail));
+        self.machine = Some(restorer.finish(tail)?);
         Ok(())
     }
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use strand_model::{
     BucketStreamId, ColdChunkRef, ExternalPayloadRef, ProducerRequest, StreamAttrs,
 };
-use strand_snapshot::StreamSnapshot;
+use strand_snapshot::{ForkUnpinSnapshot, StreamSnapshot};
 
 /// One command of the replicated log. Externally tagged in serde JSON:
 /// `{"<Variant>":{<fields in declaration order>}}`.
@@ -230,6 +230,69 @@ pub enum StreamCommand {
         /// The most retained bytes the bucket may hold in this group.
         max_retained_bytes: Option<u64>,
     },
+    /// Pin a stream as the source of a fork (a strand extension,
+    /// `docs/forks.md` §3.1): its bytes below the fork offset stay
+    /// readable, and retention cannot drop them, until the fork unpins.
+    PinForkSource {
+        /// The source stream.
+        stream_id: BucketStreamId,
+        /// The fork that will read through it (same bucket, any group).
+        fork_stream_id: BucketStreamId,
+        /// The fork offset; `None` is the source's tail.
+        fork_offset: Option<u64>,
+        /// The command's wall-clock time.
+        now_ms: u64,
+    },
+    /// Create a fork of a pinned source (`docs/forks.md` §3.2): a stream
+    /// whose offsets start at the fork offset and whose bytes below it are
+    /// read through the source.
+    CreateFork {
+        /// The fork to create.
+        stream_id: BucketStreamId,
+        /// Its source (pinned by `PinForkSource` first).
+        source_stream_id: BucketStreamId,
+        /// The fork offset.
+        fork_offset: u64,
+        /// Whether the request named the fork offset (an idempotent create
+        /// without one matches any offset).
+        fork_offset_given: bool,
+        /// The sub-offset the fork was asked for (0: none).
+        sub_offset: u64,
+        /// The first offset the fork inherits.
+        inherited_start: u64,
+        /// The JSON record ordinal at the fork offset, for a JSON stream.
+        first_record: Option<u64>,
+        /// Its content type (the source's).
+        content_type: String,
+        /// The sub-offset prefix: the fork's first own message.
+        prefix: Bytes,
+        /// The initial bytes, after the prefix, as a second message.
+        initial_payload: Bytes,
+        /// Create it closed.
+        close_after: bool,
+        /// A sliding TTL in seconds.
+        stream_ttl_seconds: Option<u64>,
+        /// An absolute expiry in milliseconds.
+        stream_expires_at_ms: Option<u64>,
+        /// Stream attributes.
+        #[serde(default)]
+        attrs: Option<StreamAttrs>,
+        /// The command's wall-clock time.
+        now_ms: u64,
+    },
+    /// Drop a fork's pin on its source (`docs/forks.md` §3.3); a
+    /// soft-deleted source without pins left is removed.
+    UnpinForkSource {
+        /// The source stream.
+        stream_id: BucketStreamId,
+        /// The fork that went away.
+        fork_stream_id: BucketStreamId,
+    },
+    /// Remove delivered entries from the group's fork-unpin outbox.
+    AckForkUnpins {
+        /// The delivered entries.
+        unpins: Vec<ForkUnpinSnapshot>,
+    },
 }
 
 impl StreamCommand {
@@ -256,6 +319,10 @@ impl StreamCommand {
             Self::AckColdGc { .. } => "AckColdGc",
             Self::ImportSnapshot { .. } => "ImportSnapshot",
             Self::SetBucketQuota { .. } => "SetBucketQuota",
+            Self::PinForkSource { .. } => "PinForkSource",
+            Self::CreateFork { .. } => "CreateFork",
+            Self::UnpinForkSource { .. } => "UnpinForkSource",
+            Self::AckForkUnpins { .. } => "AckForkUnpins",
         }
     }
 }
@@ -341,6 +408,25 @@ impl fmt::Display for StreamCommand {
                 snapshot.streams.len()
             ),
             Self::SetBucketQuota { bucket_id, .. } => write!(f, "set_bucket_quota:{bucket_id}"),
+            Self::PinForkSource {
+                stream_id,
+                fork_stream_id,
+                ..
+            } => write!(f, "pin_fork_source:{stream_id}:{fork_stream_id}"),
+            Self::CreateFork {
+                stream_id,
+                source_stream_id,
+                fork_offset,
+                ..
+            } => write!(
+                f,
+                "create_fork:{stream_id}:{source_stream_id}@{fork_offset}"
+            ),
+            Self::UnpinForkSource {
+                stream_id,
+                fork_stream_id,
+            } => write!(f, "unpin_fork_source:{stream_id}:{fork_stream_id}"),
+            Self::AckForkUnpins { unpins } => write!(f, "ack_fork_unpins:{}", unpins.len()),
         }
     }
 }

@@ -188,6 +188,7 @@ impl StreamStateMachine {
             retained_offset: 0,
             visible_snapshot: None,
             producers,
+            fork: None,
         };
         self.insert_slot(slot);
         self.hot_bytes = self.hot_bytes.saturating_add(hot_len);

@@ -6,12 +6,20 @@ use strand_records::canonical_json_record_ends;
 use crate::append::{ExternalAppend, InlineAppend, Payload};
 use crate::command::StreamCommand;
 use crate::create::{CreateRequest, InitialPayload};
+use crate::fork::CreateForkRequest;
 use crate::machine::StreamStateMachine;
 use crate::response::{StreamErrorCode, StreamResponse};
+use strand_model::BucketStreamId;
 
 impl StreamStateMachine {
     /// Applies one replicated command and returns its response.
     pub fn apply(&mut self, command: StreamCommand) -> StreamResponse {
+        if !self.fork_state_is_empty()
+            && let Some(id) = addressed_stream(&command)
+            && let Err(e) = self.soft_deleted_guard(id)
+        {
+            return e;
+        }
         let (response, sweep_at) = self.dispatch(command);
         if let Some(now_ms) = sweep_at {
             self.sweep_expired_streams(now_ms);
@@ -237,6 +245,78 @@ impl StreamStateMachine {
                 None,
             ),
             StreamCommand::ImportSnapshot { snapshot } => (self.import_snapshot(*snapshot), None),
+            StreamCommand::PinForkSource {
+                stream_id,
+                fork_stream_id,
+                fork_offset,
+                now_ms,
+            } => (
+                self.pin_fork_source(&stream_id, &fork_stream_id, fork_offset, now_ms),
+                Some(now_ms),
+            ),
+            StreamCommand::CreateFork {
+                stream_id,
+                source_stream_id,
+                fork_offset,
+                fork_offset_given,
+                sub_offset,
+                inherited_start,
+                first_record,
+                content_type,
+                prefix,
+                initial_payload,
+                close_after,
+                stream_ttl_seconds,
+                stream_expires_at_ms,
+                attrs,
+                now_ms,
+            } => (
+                self.create_fork(CreateForkRequest {
+                    stream_id,
+                    source: source_stream_id,
+                    fork_offset,
+                    fork_offset_given,
+                    sub_offset,
+                    inherited_start,
+                    first_record,
+                    content_type,
+                    prefix,
+                    initial_payload,
+                    close_after,
+                    stream_ttl_seconds,
+                    stream_expires_at_ms,
+                    attrs,
+                    now_ms,
+                }),
+                Some(now_ms),
+            ),
+            StreamCommand::UnpinForkSource {
+                stream_id,
+                fork_stream_id,
+            } => (self.unpin_fork_source(&stream_id, &fork_stream_id), None),
+            StreamCommand::AckForkUnpins { unpins } => (self.ack_fork_unpins(&unpins), None),
         }
+    }
+}
+
+/// The stream a command addresses directly, which a soft-deleted stream
+/// refuses (`docs/forks.md` §4). Cold maintenance and unpins still reach it.
+fn addressed_stream(command: &StreamCommand) -> Option<&BucketStreamId> {
+    use StreamCommand as C;
+    match command {
+        C::CreateStream { stream_id, .. }
+        | C::CreateExternal { stream_id, .. }
+        | C::Append { stream_id, .. }
+        | C::AppendExternal { stream_id, .. }
+        | C::AppendBatch { stream_id, .. }
+        | C::Close { stream_id, .. }
+        | C::PublishSnapshot { stream_id, .. }
+        | C::AdvanceRetention { stream_id, .. }
+        | C::TouchStreamAccess { stream_id, .. }
+        | C::UpdateStreamAttrs { stream_id, .. }
+        | C::DeleteStream { stream_id }
+        | C::PinForkSource { stream_id, .. }
+        | C::CreateFork { stream_id, .. } => Some(stream_id),
+        _ => None,
     }
 }

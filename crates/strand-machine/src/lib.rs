@@ -29,6 +29,7 @@ mod command;
 mod create;
 mod dispatch;
 mod flush;
+mod fork;
 mod gc;
 mod hot;
 mod machine;
@@ -50,6 +51,7 @@ pub use codec::{
     RestoreError, restore_from, restore_from_slice, restore_from_with_limits, write_snapshot,
 };
 pub use command::StreamCommand;
+pub use fork::ForkProbe;
 pub use machine::StreamStateMachine;
 pub use persist::MachineRestorer;
 pub use read::HotRead;

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use strand_model::{MachineOptions, MachineProfile};
 use strand_usage::UsageLedger;
 
+use crate::fork::UnpinOutbox;
 use crate::gc::{GcQueue, SharedObjects};
 use crate::registry::Registry;
 use crate::ttl::TtlIndex;
@@ -32,6 +33,11 @@ pub struct StreamStateMachine {
     pub(crate) usage: UsageLedger,
     /// The profile and its options (part of the group's state).
     pub(crate) options: MachineOptions,
+    /// Fork unpins for sources in any group, not yet delivered.
+    pub(crate) fork_unpins: UnpinOutbox,
+    /// How many live slots are soft-deleted (0 spares the per-command
+    /// lookup).
+    pub(crate) soft_deleted_streams: usize,
 }
 
 impl StreamStateMachine {

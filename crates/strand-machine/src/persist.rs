@@ -9,6 +9,7 @@ use strand_snapshot::{
 use strand_usage::UsageLedger;
 
 use crate::cold::ColdState;
+use crate::fork::ForkState;
 use crate::gc::GcQueue;
 use crate::hot::{HotBuffer, HotChunk};
 use crate::machine::StreamStateMachine;
@@ -38,6 +39,7 @@ fn entry_of(slot: &StreamSlot, corrected: bool) -> StreamSnapshotEntry {
         producer_states: slot.producers.snapshot(),
         // Corrected profile: the raw frontier too, so restore is exact.
         cold_raw_frontier_offset: corrected.then_some(slot.cold.raw_frontier),
+        fork: slot.fork.as_deref().map(ForkState::to_snapshot),
     }
 }
 
@@ -75,7 +77,7 @@ impl StreamStateMachine {
         for entry in streams {
             restorer.push_entry(entry)?;
         }
-        Ok(restorer.finish(tail))
+        restorer.finish(tail)
     }
 
     /// The snapshot's stream entries, built one at a time in snapshot order
@@ -108,6 +110,7 @@ impl StreamStateMachine {
             bucket_usage: self.usage.usage_report(),
             bucket_quotas: self.usage.quota_report(),
             machine_options: self.options.to_snapshot(),
+            fork_unpins: self.fork_unpins.iter().cloned().collect(),
         }
     }
 
@@ -236,8 +239,12 @@ impl MachineRestorer {
             retained_offset: checked.retained_offset,
             visible_snapshot,
             producers,
+            fork: entry.fork.and_then(ForkState::from_snapshot),
         };
         let m = &mut self.machine;
+        if slot.soft_deleted() {
+            m.soft_deleted_streams += 1;
+        }
         for chunk in slot.cold.chunks().iter().filter(|c| c.shared_object) {
             m.shared.retain(&chunk.s3_path, &bucket_id);
         }
@@ -248,9 +255,12 @@ impl MachineRestorer {
     }
 
     /// Installs the group-level parts and returns the machine (spec 07
-    /// §5.4; cannot fail).
-    pub fn finish(self, tail: SnapshotTail) -> StreamStateMachine {
+    /// §5.4). Only the fork checks across entries (`docs/forks.md` §5) can
+    /// fail, and only for snapshots with forks.
+    pub fn finish(self, tail: SnapshotTail) -> Result<StreamStateMachine, StreamSnapshotError> {
+        self.validator.check_forks()?;
         let mut machine = self.machine;
+        machine.fork_unpins = tail.fork_unpins.into_iter().collect();
         for owners in &tail.shared_cold_object_owners {
             machine
                 .shared
@@ -263,6 +273,6 @@ impl MachineRestorer {
             &tail.bucket_quotas,
         );
         machine.install_options(MachineOptions::from_snapshot(tail.machine_options));
-        machine
+        Ok(machine)
     }
 }

@@ -19,7 +19,10 @@ use crate::scope::not_found;
 impl StreamStateMachine {
     /// The stream's metadata (no expiry check).
     pub fn head(&self, stream_id: &BucketStreamId) -> Option<&StreamMetadata> {
-        self.registry.get(stream_id).map(|s| &s.metadata)
+        self.registry
+            .get(stream_id)
+            .filter(|s| !s.soft_deleted())
+            .map(|s| &s.metadata)
     }
 
     /// The stream's metadata at `now_ms`; an expired stream is removed first

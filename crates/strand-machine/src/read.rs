@@ -126,19 +126,30 @@ impl StreamStateMachine {
     /// The checks every read makes, in order (missing or expired stream,
     /// offset past the tail, offset below the retained offset), and the end
     /// of the range it may cover.
+    ///
+    /// `now_ms` is `None` for a fork reading through its source: expiry
+    /// and soft deletion do not stop such reads (`docs/forks.md` §4).
     fn read_range(
         &self,
         stream_id: &BucketStreamId,
         offset: u64,
         max_len: usize,
-        now_ms: u64,
+        now_ms: Option<u64>,
     ) -> Result<(&StreamSlot, u64), StreamResponse> {
         let slot = self
             .registry
             .get(stream_id)
             .ok_or_else(|| not_found(stream_id))?;
-        if expired(&slot.metadata, now_ms) {
-            return Err(not_found(stream_id));
+        if let Some(now_ms) = now_ms {
+            if slot.soft_deleted() {
+                return Err(StreamResponse::error(
+                    StreamErrorCode::StreamSoftDeleted,
+                    format!("stream '{stream_id}' was deleted; forks still read through it"),
+                ));
+            }
+            if expired(&slot.metadata, now_ms) {
+                return Err(not_found(stream_id));
+            }
         }
         let tail = slot.metadata.tail_offset;
         if offset > tail {
@@ -175,6 +186,30 @@ impl StreamStateMachine {
         offset: u64,
         max_len: usize,
         now_ms: u64,
+    ) -> Result<HotRead, StreamResponse> {
+        self.read_hot(stream_id, offset, max_len, Some(now_ms))
+    }
+
+    /// [`read_hot_at`](Self::read_hot_at) for a fork reading through this
+    /// stream (`docs/forks.md` §4): the stream's expiry and soft deletion
+    /// are ignored. The caller caps `max_len` at the fork offset and asks
+    /// this stream's own source for offsets below its
+    /// [`fork_origin`](Self::fork_origin).
+    pub fn read_hot_through(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<HotRead, StreamResponse> {
+        self.read_hot(stream_id, offset, max_len, None)
+    }
+
+    fn read_hot(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        now_ms: Option<u64>,
     ) -> Result<HotRead, StreamResponse> {
         let (slot, end) = self.read_range(stream_id, offset, max_len, now_ms)?;
         let mut slices = Vec::new();
@@ -233,7 +268,7 @@ impl StreamStateMachine {
         max_len: usize,
         now_ms: u64,
     ) -> Result<StreamReadPlan, StreamResponse> {
-        let (slot, end) = self.read_range(stream_id, offset, max_len, now_ms)?;
+        let (slot, end) = self.read_range(stream_id, offset, max_len, Some(now_ms))?;
         let (tail, retained) = (slot.metadata.tail_offset, slot.retained_offset);
 
         let mut hot: Vec<(u64, StreamReadSegment)> = Vec::new();

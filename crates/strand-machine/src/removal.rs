@@ -13,6 +13,12 @@ impl StreamStateMachine {
         let Some(slot) = self.registry.remove(id) else {
             return false;
         };
+        if let Some(origin) = slot.origin() {
+            self.queue_unpin(id, origin);
+        }
+        if slot.soft_deleted() {
+            self.soft_deleted_streams = self.soft_deleted_streams.saturating_sub(1);
+        }
         self.hot_bytes = self.hot_bytes.saturating_sub(slot.hot.len());
         let shared_paths = slot.cold.shared_paths();
         self.usage
@@ -32,7 +38,7 @@ impl StreamStateMachine {
             .registry
             .get(id)
             .is_some_and(|slot| expired(&slot.metadata, now_ms));
-        due && self.remove_stream_state(id)
+        due && self.retire_stream(id)
     }
 
     /// Pushes a TTL index entry for the stream's current expiry.
@@ -65,9 +71,11 @@ impl StreamStateMachine {
                 continue;
             }
             let live = self.registry.get(&id).is_some_and(|slot| {
-                expiry(&slot.metadata) == Some(at) && expired(&slot.metadata, now_ms)
+                !slot.soft_deleted()
+                    && expiry(&slot.metadata) == Some(at)
+                    && expired(&slot.metadata, now_ms)
             });
-            if live && self.remove_stream_state(&id) {
+            if live && self.retire_stream(&id) {
                 removed += 1;
             }
         }

@@ -135,6 +135,34 @@ pub enum StreamResponse {
         /// Entries in the imported `streams` list.
         streams: u64,
     },
+    /// A fork source was pinned (`PinForkSource`).
+    ForkSourcePinned {
+        /// The resolved fork offset.
+        fork_offset: u64,
+        /// The first offset the fork inherits.
+        inherited_start: u64,
+        /// The source's content type.
+        content_type: String,
+        /// The source's sliding TTL.
+        stream_ttl_seconds: Option<u64>,
+        /// The source's absolute expiry.
+        stream_expires_at_ms: Option<u64>,
+        /// False when the fork already held a pin on this source.
+        newly_pinned: bool,
+    },
+    /// A fork's pin was dropped (`UnpinForkSource`).
+    ForkSourceUnpinned {
+        /// Whether the pin existed.
+        unpinned: bool,
+        /// Whether the source, soft-deleted and now without forks, was
+        /// removed.
+        removed: bool,
+    },
+    /// Outbox entries were acknowledged (`AckForkUnpins`).
+    ForkUnpinsAcked {
+        /// Entries still in the outbox.
+        remaining: u64,
+    },
     /// The command failed.
     Error {
         /// What went wrong.
@@ -208,6 +236,14 @@ pub enum StreamErrorCode {
     ImportInvalid,
     /// A bucket quota would be exceeded.
     QuotaExceeded,
+    /// The stream was deleted while forks still read through it
+    /// (`docs/forks.md`): kept for them, gone for everyone else.
+    StreamSoftDeleted,
+    /// A fork request is invalid: the source is the fork itself or in
+    /// another bucket, or the fork offset is not a usable position.
+    InvalidFork,
+    /// Retention cannot drop bytes that forks still read.
+    StreamHasForks,
 }
 
 /// Structured details attached to some errors (spec 01 §15).

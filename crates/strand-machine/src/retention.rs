@@ -180,6 +180,13 @@ impl StreamStateMachine {
                 record_range: current_record_range(slot),
             };
         }
+        if slot.pinned() {
+            return StreamResponse::error_at(
+                StreamErrorCode::StreamHasForks,
+                tail,
+                format!("retention of stream '{id}' cannot drop bytes its forks read"),
+            );
+        }
         if !aligned(slot, r, current) {
             return StreamResponse::error_at(
                 StreamErrorCode::InvalidSnapshot,
@@ -202,6 +209,12 @@ impl StreamStateMachine {
         let dropped_paths = slot.cold.drop_below(r);
         let removed_hot = slot.hot.flush_prefix(r);
         let record_range = current_record_range(slot);
+        // A fork retained past its fork offset no longer reads through its
+        // source: it lets go of it.
+        let released = slot.release_origin_below(r);
+        if let Some(origin) = &released {
+            self.queue_unpin(id, origin);
+        }
         self.usage
             .record_retention_advanced(&id.bucket_id, r - current);
         self.shared

@@ -7,6 +7,7 @@ use strand_model::{
 use strand_records::StreamRecordIndex;
 
 use crate::cold::ColdState;
+use crate::fork::ForkState;
 use crate::hot::HotBuffer;
 use crate::producers::Producers;
 
@@ -23,6 +24,8 @@ pub(crate) struct StreamSlot {
     pub(crate) retained_offset: u64,
     pub(crate) visible_snapshot: Option<Box<StreamVisibleSnapshot>>,
     pub(crate) producers: Producers,
+    /// Fork state (strand extension); `None` for most streams.
+    pub(crate) fork: Option<Box<ForkState>>,
 }
 
 impl StreamSlot {

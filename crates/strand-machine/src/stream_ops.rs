@@ -15,7 +15,7 @@ impl StreamStateMachine {
         if let Err(e) = self.check_scope(id) {
             return e;
         }
-        if !self.remove_stream_state(id) {
+        if !self.retire_stream(id) {
             return not_found(id);
         }
         StreamResponse::Deleted
@@ -95,6 +95,9 @@ impl StreamStateMachine {
             .registry
             .get(stream_id)
             .ok_or_else(|| not_found(stream_id))?;
+        if slot.soft_deleted() {
+            return Ok(false);
+        }
         if expired(&slot.metadata, now_ms) {
             return Ok(true);
         }

@@ -65,8 +65,9 @@ fn spec_attrs() -> StreamAttrs {
 // One representative value per variant (every field non-default)
 // ---------------------------------------------------------------------------
 
-/// The 19 variant names in declaration order (spec 01 §9.1).
-const VARIANTS: [&str; 19] = [
+/// The 19 variant names in declaration order (spec 01 §9.1), then strand's
+/// four fork commands (`docs/forks.md` §3).
+const VARIANTS: [&str; 23] = [
     "CreateBucket",
     "DeleteBucket",
     "CreateStream",
@@ -86,6 +87,10 @@ const VARIANTS: [&str; 19] = [
     "AckColdGc",
     "ImportSnapshot",
     "SetBucketQuota",
+    "PinForkSource",
+    "CreateFork",
+    "UnpinForkSource",
+    "AckForkUnpins",
 ];
 
 /// Exhaustive (no wildcard): adding a variant breaks the build here, so the
@@ -111,6 +116,10 @@ fn variant_name(command: &StreamCommand) -> &'static str {
         StreamCommand::AckColdGc { .. } => "AckColdGc",
         StreamCommand::ImportSnapshot { .. } => "ImportSnapshot",
         StreamCommand::SetBucketQuota { .. } => "SetBucketQuota",
+        StreamCommand::PinForkSource { .. } => "PinForkSource",
+        StreamCommand::CreateFork { .. } => "CreateFork",
+        StreamCommand::UnpinForkSource { .. } => "UnpinForkSource",
+        StreamCommand::AckForkUnpins { .. } => "AckForkUnpins",
     }
 }
 
@@ -224,6 +233,7 @@ fn rich_entry() -> StreamSnapshotEntry {
             }],
         }],
         cold_raw_frontier_offset: None,
+        fork: None,
     }
 }
 
@@ -269,6 +279,7 @@ fn rich_snapshot() -> StreamSnapshot {
             },
         }],
         machine_options: None,
+        fork_unpins: Vec::new(),
     }
 }
 
@@ -395,6 +406,39 @@ fn representatives() -> Vec<StreamCommand> {
             bucket_id: "bkt-quota".to_owned(),
             max_streams: Some(22),
             max_retained_bytes: Some(23),
+        },
+        StreamCommand::PinForkSource {
+            stream_id: sid(),
+            fork_stream_id: aff_sid(),
+            fork_offset: Some(24),
+            now_ms: 25,
+        },
+        StreamCommand::CreateFork {
+            stream_id: aff_sid(),
+            source_stream_id: sid(),
+            fork_offset: 26,
+            fork_offset_given: true,
+            sub_offset: 3,
+            inherited_start: 2,
+            first_record: Some(4),
+            content_type: "application/json".to_owned(),
+            prefix: Bytes::from_static(b"{}\n"),
+            initial_payload: Bytes::from_static(b"[]\n"),
+            close_after: true,
+            stream_ttl_seconds: Some(27),
+            stream_expires_at_ms: Some(28),
+            attrs: Some(spec_attrs()),
+            now_ms: 29,
+        },
+        StreamCommand::UnpinForkSource {
+            stream_id: sid(),
+            fork_stream_id: aff_sid(),
+        },
+        StreamCommand::AckForkUnpins {
+            unpins: vec![strand_snapshot::ForkUnpinSnapshot {
+                source_stream_id: sid(),
+                fork_stream_id: aff_sid(),
+            }],
         },
     ]
 }

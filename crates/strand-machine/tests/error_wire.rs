@@ -44,7 +44,7 @@ where
 // ---------------------------------------------------------------------------
 
 /// All 28 codes in declaration order (spec 01 §14).
-const ALL_CODES: [StreamErrorCode; 28] = [
+const ALL_CODES: [StreamErrorCode; 31] = [
     StreamErrorCode::InvalidBucketId,
     StreamErrorCode::InvalidStreamId,
     StreamErrorCode::BucketNotFound,
@@ -73,10 +73,13 @@ const ALL_CODES: [StreamErrorCode; 28] = [
     StreamErrorCode::ImportConflict,
     StreamErrorCode::ImportInvalid,
     StreamErrorCode::QuotaExceeded,
+    StreamErrorCode::StreamSoftDeleted,
+    StreamErrorCode::InvalidFork,
+    StreamErrorCode::StreamHasForks,
 ];
 
 /// The spec's names for the codes above, same order.
-const CODE_NAMES: [&str; 28] = [
+const CODE_NAMES: [&str; 31] = [
     "InvalidBucketId",
     "InvalidStreamId",
     "BucketNotFound",
@@ -105,6 +108,9 @@ const CODE_NAMES: [&str; 28] = [
     "ImportConflict",
     "ImportInvalid",
     "QuotaExceeded",
+    "StreamSoftDeleted",
+    "InvalidFork",
+    "StreamHasForks",
 ];
 
 /// Exhaustive (no wildcard): a new code breaks the build until it is listed.
@@ -138,6 +144,9 @@ fn code_position(code: StreamErrorCode) -> usize {
         StreamErrorCode::ImportConflict => 25,
         StreamErrorCode::ImportInvalid => 26,
         StreamErrorCode::QuotaExceeded => 27,
+        StreamErrorCode::StreamSoftDeleted => 28,
+        StreamErrorCode::InvalidFork => 29,
+        StreamErrorCode::StreamHasForks => 30,
     }
 }
 

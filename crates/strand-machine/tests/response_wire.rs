@@ -263,8 +263,9 @@ fn unknown_extra_fields_are_ignored() {
 // §13 StreamResponse: one representative value per variant
 // ---------------------------------------------------------------------------
 
-/// The 19 variant names in declaration order (spec 01 §13).
-const VARIANTS: [&str; 19] = [
+/// The 19 variant names in declaration order (spec 01 §13), with strand's
+/// three fork responses before `Error` (`docs/forks.md` §3).
+const VARIANTS: [&str; 22] = [
     "BucketCreated",
     "BucketAlreadyExists",
     "BucketDeleted",
@@ -283,6 +284,9 @@ const VARIANTS: [&str; 19] = [
     "ColdGcAcked",
     "BucketPurged",
     "SnapshotImported",
+    "ForkSourcePinned",
+    "ForkSourceUnpinned",
+    "ForkUnpinsAcked",
     "Error",
 ];
 
@@ -307,6 +311,9 @@ fn variant_name(response: &StreamResponse) -> &'static str {
         StreamResponse::ColdGcAcked { .. } => "ColdGcAcked",
         StreamResponse::BucketPurged { .. } => "BucketPurged",
         StreamResponse::SnapshotImported { .. } => "SnapshotImported",
+        StreamResponse::ForkSourcePinned { .. } => "ForkSourcePinned",
+        StreamResponse::ForkSourceUnpinned { .. } => "ForkSourceUnpinned",
+        StreamResponse::ForkUnpinsAcked { .. } => "ForkUnpinsAcked",
         StreamResponse::Error { .. } => "Error",
     }
 }
@@ -388,6 +395,19 @@ fn representatives() -> Vec<StreamResponse> {
             buckets: 19,
             streams: 20,
         },
+        StreamResponse::ForkSourcePinned {
+            fork_offset: 21,
+            inherited_start: 2,
+            content_type: "text/plain".to_owned(),
+            stream_ttl_seconds: Some(22),
+            stream_expires_at_ms: Some(23),
+            newly_pinned: true,
+        },
+        StreamResponse::ForkSourceUnpinned {
+            unpinned: true,
+            removed: true,
+        },
+        StreamResponse::ForkUnpinsAcked { remaining: 24 },
         StreamResponse::Error {
             code: StreamErrorCode::ProducerSeqConflict,
             message: "producer \"w\" seq\tgap: expected 1, got 5".to_owned(),
@@ -426,7 +446,7 @@ fn representatives_cover_every_variant_in_declaration_order() {
 #[test]
 fn field_order_is_declaration_order() {
     // Field names per variant, in the order of the §13 table (Deleted: none).
-    let expected: [&[&str]; 19] = [
+    let expected: [&[&str]; 22] = [
         &["bucket_id"],
         &["bucket_id"],
         &["bucket_id"],
@@ -457,6 +477,16 @@ fn field_order_is_declaration_order() {
         &["removed"],
         &["bucket_id", "removed_streams", "pending_cold_gc_entries"],
         &["buckets", "streams"],
+        &[
+            "fork_offset",
+            "inherited_start",
+            "content_type",
+            "stream_ttl_seconds",
+            "stream_expires_at_ms",
+            "newly_pinned",
+        ],
+        &["unpinned", "removed"],
+        &["remaining"],
         &["code", "message", "next_offset", "context"],
     ];
     for (response, fields) in representatives().iter().zip(expected) {

@@ -72,7 +72,7 @@ impl ApiError {
         };
         use StreamErrorCode as C;
         let status = match code {
-            C::StreamGone => StatusCode::GONE,
+            C::StreamGone | C::StreamSoftDeleted => StatusCode::GONE,
             C::BucketNotFound | C::StreamNotFound | C::SnapshotNotFound | C::BucketErased => {
                 StatusCode::NOT_FOUND
             }
@@ -83,7 +83,8 @@ impl ApiError {
             | C::ProducerSeqConflict
             | C::SnapshotConflict
             | C::ImportConflict
-            | C::BucketNotEmpty => StatusCode::CONFLICT,
+            | C::BucketNotEmpty
+            | C::StreamHasForks => StatusCode::CONFLICT,
             C::RecordPreconditionFailed => StatusCode::PRECONDITION_FAILED,
             C::ProducerEpochStale => StatusCode::FORBIDDEN,
             C::OffsetOutOfRange => match layout {
@@ -101,6 +102,7 @@ impl ApiError {
             | C::InvalidStreamAttrs
             | C::InvalidRecordBoundaries
             | C::ImportInvalid
+            | C::InvalidFork
             | C::InvalidColdFlush => StatusCode::BAD_REQUEST,
         };
         let mut error = Self::new(status, message.clone());

@@ -42,6 +42,10 @@ pub const SNAPSHOT_OFFSET: &str = "stream-snapshot-offset";
 pub const SNAPSHOT_DIGEST: &str = "stream-snapshot-digest";
 /// `Stream-Forked-From`.
 pub const FORKED_FROM: &str = "stream-forked-from";
+/// The fork offset of a fork create.
+pub const FORK_OFFSET: &str = "stream-fork-offset";
+/// The sub-offset of a fork create.
+pub const FORK_SUB_OFFSET: &str = "stream-fork-sub-offset";
 
 /// The largest integer a producer header may carry (2^53 − 1).
 pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;

@@ -76,4 +76,39 @@ pub enum StreamSnapshotError {
         /// `metadata.tail_offset`.
         tail_offset: u64,
     },
+    /// A soft-deleted stream has no fork pinning it (`docs/forks.md` §5).
+    #[error("snapshot stream '{0}' is soft-deleted but no fork reads it")]
+    SoftDeletedWithoutForks(BucketStreamId),
+    /// A fork origin names the stream itself or another bucket, or its
+    /// offsets are out of order (`inherited_start <= fork_offset <=
+    /// retained`).
+    #[error("snapshot stream '{stream_id}' has an invalid fork origin")]
+    InvalidFork {
+        /// The fork.
+        stream_id: BucketStreamId,
+    },
+    /// A pin names the stream itself or another bucket, is listed twice or
+    /// out of order, or lies beyond the tail.
+    #[error("snapshot stream '{stream_id}' has an invalid pin for fork '{fork_stream_id}'")]
+    InvalidForkPin {
+        /// The pinned source.
+        stream_id: BucketStreamId,
+        /// The fork the pin names.
+        fork_stream_id: Box<BucketStreamId>,
+    },
+    /// A fork and its source are both in the snapshot, but the source does
+    /// not pin the fork at its fork offset (or a pin names a fork of
+    /// another source).
+    #[error(
+        "snapshot fork '{stream_id}' and its source '{source_stream_id}' disagree about their pin"
+    )]
+    ForkPinMismatch {
+        /// The fork.
+        stream_id: BucketStreamId,
+        /// Its source.
+        source_stream_id: Box<BucketStreamId>,
+    },
+    /// Following fork origins inside the snapshot comes back to a stream.
+    #[error("snapshot fork '{0}' is its own ancestor")]
+    ForkCycle(BucketStreamId),
 }

@@ -58,4 +58,7 @@ pub use digest::visible_snapshot_digest;
 pub use error::StreamSnapshotError;
 pub use summary::{SnapshotSummary, validate_snapshot};
 pub use validator::{CheckedEntry, SnapshotValidator};
-pub use wire::{SharedColdObjectOwnersSnapshot, SnapshotTail, StreamSnapshot, StreamSnapshotEntry};
+pub use wire::{
+    ForkOriginSnapshot, ForkPinSnapshot, ForkUnpinSnapshot, SharedColdObjectOwnersSnapshot,
+    SnapshotTail, StreamForkSnapshot, StreamSnapshot, StreamSnapshotEntry,
+};

@@ -56,5 +56,6 @@ pub fn validate_snapshot(
             .producers
             .saturating_add(count(entry.producer_states.len()));
     }
+    validator.check_forks()?;
     Ok(summary)
 }

@@ -2,7 +2,7 @@
 //! and then one stream entry at a time (§5.3 steps 1–12), in the exact
 //! check order of the spec: the first failing check decides the error.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use strand_integrity::StreamIntegrity;
 use strand_model::{BucketStreamId, HotPayloadSegment};
@@ -11,7 +11,7 @@ use crate::digest::visible_snapshot_digest;
 use crate::error::StreamSnapshotError;
 use crate::messages::message_records_tile;
 use crate::payload::{PayloadSources, effective_hot_segments, segments_tile_payload};
-use crate::wire::StreamSnapshotEntry;
+use crate::wire::{StreamForkSnapshot, StreamSnapshotEntry};
 
 /// Checks the entries of one snapshot in list order, remembering the bucket
 /// sets and the stream ids already accepted.
@@ -25,6 +25,10 @@ pub struct SnapshotValidator {
     active: BTreeSet<String>,
     erased: BTreeSet<String>,
     streams: BTreeSet<BucketStreamId>,
+    /// Accepted forks: fork → (source, fork offset).
+    origins: BTreeMap<BucketStreamId, (BucketStreamId, u64)>,
+    /// Accepted pins: (source, fork) → fork offset.
+    pins: BTreeMap<(BucketStreamId, BucketStreamId), u64>,
 }
 
 /// What restore needs from one accepted entry and must not recompute.
@@ -81,6 +85,8 @@ impl SnapshotValidator {
             active,
             erased,
             streams: BTreeSet::new(),
+            origins: BTreeMap::new(),
+            pins: BTreeMap::new(),
         })
     }
 
@@ -119,7 +125,13 @@ impl SnapshotValidator {
     /// 10. the full id was not accepted before (`DuplicateStream`);
     /// 11. producer ids are unique (`DuplicateProducer`, naming the second
     ///     occurrence);
-    /// 12. the visible snapshot digest is filled when empty.
+    /// 12. the visible snapshot digest is filled when empty;
+    /// 13. (strand extension, only with a `fork` field) the fork state is
+    ///     well-formed: a soft-deleted stream has pins
+    ///     (`SoftDeletedWithoutForks`), a fork origin names another stream
+    ///     of the bucket with `inherited_start <= fork_offset <= retained`
+    ///     (`InvalidFork`), pins name other streams of the bucket, sorted,
+    ///     at offsets `<= tail` (`InvalidForkPin`).
     ///
     /// On success the id is remembered for step 10 of later entries.
     ///
@@ -231,6 +243,11 @@ impl SnapshotValidator {
             }
         });
 
+        // Step 13.
+        if let Some(fork) = &entry.fork {
+            self.check_fork(id, tail, retained, fork)?;
+        }
+
         self.streams.insert(id.clone());
         Ok(CheckedEntry {
             retained_offset: retained,
@@ -238,5 +255,100 @@ impl SnapshotValidator {
             integrity,
             visible_digest,
         })
+    }
+
+    fn check_fork(
+        &mut self,
+        id: &BucketStreamId,
+        tail: u64,
+        retained: u64,
+        fork: &StreamForkSnapshot,
+    ) -> Result<(), StreamSnapshotError> {
+        if fork.soft_deleted && fork.fork_pins.is_empty() {
+            return Err(StreamSnapshotError::SoftDeletedWithoutForks(id.clone()));
+        }
+        if let Some(origin) = &fork.forked_from {
+            let source = &origin.source_stream_id;
+            if source == id
+                || source.bucket_id != id.bucket_id
+                || origin.inherited_start > origin.fork_offset
+                || origin.fork_offset > retained
+            {
+                return Err(StreamSnapshotError::InvalidFork {
+                    stream_id: id.clone(),
+                });
+            }
+        }
+        let mut previous: Option<&BucketStreamId> = None;
+        for pin in &fork.fork_pins {
+            let fork_id = &pin.fork_stream_id;
+            if fork_id == id
+                || fork_id.bucket_id != id.bucket_id
+                || pin.fork_offset > tail
+                || previous.is_some_and(|p| p >= fork_id)
+            {
+                return Err(StreamSnapshotError::InvalidForkPin {
+                    stream_id: id.clone(),
+                    fork_stream_id: Box::new(fork_id.clone()),
+                });
+            }
+            previous = Some(fork_id);
+        }
+        if let Some(origin) = &fork.forked_from {
+            self.origins.insert(
+                id.clone(),
+                (origin.source_stream_id.clone(), origin.fork_offset),
+            );
+        }
+        for pin in &fork.fork_pins {
+            self.pins
+                .insert((id.clone(), pin.fork_stream_id.clone()), pin.fork_offset);
+        }
+        Ok(())
+    }
+
+    /// The checks across entries, after the last one (strand extension,
+    /// `docs/forks.md` §5): where a fork and its source are both in this
+    /// snapshot, the source pins the fork at the fork offset and every such
+    /// pin names a fork of that source (`ForkPinMismatch`); following fork
+    /// origins through the snapshot never comes back to a stream
+    /// (`ForkCycle`). Forks whose source lives in another group's snapshot
+    /// are checked by the engine that owns both.
+    ///
+    /// # Errors
+    ///
+    /// The first failing check's error, in fork id order.
+    pub fn check_forks(&self) -> Result<(), StreamSnapshotError> {
+        for (fork, (source, offset)) in &self.origins {
+            if self.streams.contains(source)
+                && self.pins.get(&(source.clone(), fork.clone())) != Some(offset)
+            {
+                return Err(StreamSnapshotError::ForkPinMismatch {
+                    stream_id: fork.clone(),
+                    source_stream_id: Box::new(source.clone()),
+                });
+            }
+        }
+        for ((source, fork), offset) in &self.pins {
+            if self.streams.contains(fork)
+                && self.origins.get(fork) != Some(&(source.clone(), *offset))
+            {
+                return Err(StreamSnapshotError::ForkPinMismatch {
+                    stream_id: fork.clone(),
+                    source_stream_id: Box::new(source.clone()),
+                });
+            }
+        }
+        for start in self.origins.keys() {
+            let mut seen = BTreeSet::new();
+            let mut at = start;
+            while let Some((source, _)) = self.origins.get(at) {
+                if !seen.insert(at) || source == start {
+                    return Err(StreamSnapshotError::ForkCycle(start.clone()));
+                }
+                at = source;
+            }
+        }
+        Ok(())
     }
 }

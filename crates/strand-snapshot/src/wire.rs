@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use strand_integrity::StreamIntegritySnapshot;
 use strand_model::{
-    ColdChunkRef, ColdGcEntry, HotPayloadSegment, MachineOptions, ObjectPayloadRef,
+    BucketStreamId, ColdChunkRef, ColdGcEntry, HotPayloadSegment, MachineOptions, ObjectPayloadRef,
     ProducerSnapshot, StreamAttrs, StreamMessageRecord, StreamMetadata, StreamVisibleSnapshot,
 };
 use strand_records::StreamRecordIndex;
@@ -49,6 +49,10 @@ pub struct StreamSnapshot {
     /// reference's (see `docs/profiles.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_options: Option<MachineOptions>,
+    /// Fork unpins not yet delivered to their sources (a strand extension,
+    /// `docs/forks.md`): absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fork_unpins: Vec<ForkUnpinSnapshot>,
 }
 
 /// The buckets that own one shared cold object (spec 07 §2.2). Both fields
@@ -116,6 +120,66 @@ pub struct StreamSnapshotEntry {
     /// `cold_frontier_offset`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_raw_frontier_offset: Option<u64>,
+    /// The stream's fork state (a strand extension, `docs/forks.md`):
+    /// absent for a stream that is neither a fork nor read by one, so
+    /// snapshots without forks stay the reference's bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<StreamForkSnapshot>,
+}
+
+/// A stream's fork state in a snapshot (`docs/forks.md` §5).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamForkSnapshot {
+    /// The stream this one is a fork of, when it is a fork.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOriginSnapshot>,
+    /// The forks that read through this stream, sorted by fork id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fork_pins: Vec<ForkPinSnapshot>,
+    /// Deleted while forks still read through it: kept for them, invisible
+    /// to everyone else.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub soft_deleted: bool,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if signature
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// Where a fork branches off (`docs/forks.md` §2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOriginSnapshot {
+    /// The source stream (same bucket; any group).
+    pub source_stream_id: BucketStreamId,
+    /// The fork offset: source bytes below it are the fork's.
+    pub fork_offset: u64,
+    /// The sub-offset the fork was created with (0 when none).
+    #[serde(default)]
+    pub sub_offset: u64,
+    /// The first offset the fork inherits (the source chain's first
+    /// retained byte when the fork was made).
+    #[serde(default)]
+    pub inherited_start: u64,
+}
+
+/// One fork reading through a stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkPinSnapshot {
+    /// The fork.
+    pub fork_stream_id: BucketStreamId,
+    /// Its fork offset in this stream.
+    pub fork_offset: u64,
+}
+
+/// A fork that went away whose source (maybe in another group) still has
+/// to drop its pin: the group's outbox, drained by the engine.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ForkUnpinSnapshot {
+    /// The source holding the pin.
+    pub source_stream_id: BucketStreamId,
+    /// The fork that is gone.
+    pub fork_stream_id: BucketStreamId,
 }
 
 /// The group-level parts of a snapshot that follow its stream entries (in
@@ -134,6 +198,8 @@ pub struct SnapshotTail {
     pub bucket_quotas: Vec<BucketQuotaSnapshot>,
     /// The group's machine options (`None`: reference profile).
     pub machine_options: Option<MachineOptions>,
+    /// Undelivered fork unpins (empty without forks).
+    pub fork_unpins: Vec<ForkUnpinSnapshot>,
 }
 
 impl SnapshotTail {
@@ -145,6 +211,7 @@ impl SnapshotTail {
         snapshot.bucket_usage = self.bucket_usage;
         snapshot.bucket_quotas = self.bucket_quotas;
         snapshot.machine_options = self.machine_options;
+        snapshot.fork_unpins = self.fork_unpins;
     }
 }
 
@@ -169,6 +236,7 @@ impl StreamSnapshot {
             bucket_usage,
             bucket_quotas,
             machine_options,
+            fork_unpins,
         } = self;
         let tail = SnapshotTail {
             pending_cold_gc,
@@ -177,6 +245,7 @@ impl StreamSnapshot {
             bucket_usage,
             bucket_quotas,
             machine_options,
+            fork_unpins,
         };
         (buckets, erased_buckets, streams, tail)
     }

@@ -55,6 +55,7 @@ fn full_snapshot() -> StreamSnapshot {
             },
         }],
         machine_options: None,
+        fork_unpins: Vec::new(),
     }
 }
 

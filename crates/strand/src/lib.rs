@@ -23,8 +23,8 @@ pub struct ReadmeDoctests;
 
 pub use strand_integrity::StreamIntegritySnapshot;
 pub use strand_machine::{
-    HotRead, MachineRestorer, SnapshotTail, StreamCommand, StreamErrorCode, StreamErrorContext,
-    StreamResponse, StreamStateMachine,
+    ForkProbe, HotRead, MachineRestorer, SnapshotTail, StreamCommand, StreamErrorCode,
+    StreamErrorContext, StreamResponse, StreamStateMachine,
 };
 pub use strand_machine::{
     RestoreError, restore_from, restore_from_slice, restore_from_with_limits, write_snapshot,
@@ -45,10 +45,11 @@ pub use strand_records::{
     is_json_record_content_type,
 };
 pub use strand_snapshot::{
-    CodecError, CollectSink, DEFAULT_MAX_FRAME_LEN, DecodeError, DecodeLimits, FrameRef,
-    SharedColdObjectOwnersSnapshot, SnapshotFormat, SnapshotSink, SnapshotSummary,
-    SnapshotValidator, StreamSnapshot, StreamSnapshotEntry, StreamSnapshotError, decode_binary,
-    decode_json, decode_json_slice, encode_binary, encode_json, sniff_format, validate_snapshot,
+    CodecError, CollectSink, DEFAULT_MAX_FRAME_LEN, DecodeError, DecodeLimits, ForkOriginSnapshot,
+    ForkPinSnapshot, ForkUnpinSnapshot, FrameRef, SharedColdObjectOwnersSnapshot, SnapshotFormat,
+    SnapshotSink, SnapshotSummary, SnapshotValidator, StreamForkSnapshot, StreamSnapshot,
+    StreamSnapshotEntry, StreamSnapshotError, decode_binary, decode_json, decode_json_slice,
+    encode_binary, encode_json, sniff_format, validate_snapshot,
 };
 pub use strand_usage::{
     BucketQuota, BucketQuotaSnapshot, BucketUsage, BucketUsageSnapshot, COMMITTED_WRITE_UNIT_BYTES,

@@ -102,6 +102,29 @@ fn percent_decode(text: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The stream a path names, as a client sends it in `Stream-Forked-From`:
+/// `/v1/stream/{name}` (the default bucket) or `/{bucket}/[{affinity}/]{stream}`;
+/// a query string is ignored.
+pub fn stream_for_path(path: &str, default_bucket: &str) -> Result<BucketStreamId, ApiError> {
+    let path = path.split(['?', '#']).next().unwrap_or(path).trim();
+    if let Some(name) = path.strip_prefix(DS_PREFIX) {
+        let names = segments(name)?;
+        if names.is_empty() {
+            return Err(ApiError::bad_request("Stream-Forked-From names no stream"));
+        }
+        return stream_id(default_bucket, &names)
+            .map_err(|_| ApiError::bad_request("Stream-Forked-From does not name a stream"));
+    }
+    let segs = segments(path)?;
+    match segs.split_first() {
+        Some((bucket, rest)) if bucket != "__strand" && !rest.is_empty() => stream_id(bucket, rest)
+            .map_err(|_| ApiError::bad_request("Stream-Forked-From does not name a stream")),
+        _ => Err(ApiError::bad_request(
+            "Stream-Forked-From does not name a stream",
+        )),
+    }
+}
+
 fn stream_id(bucket: &str, rest: &[String]) -> Result<BucketStreamId, ApiError> {
     match rest {
         [stream] => Ok(BucketStreamId::new(bucket, stream.as_str())),
@@ -124,7 +147,7 @@ fn right_for(method: &Method) -> Right {
 }
 
 /// A stream's name for grant prefixes: its affinity path included.
-fn stream_name(id: &BucketStreamId) -> String {
+pub(crate) fn stream_name(id: &BucketStreamId) -> String {
     match &id.affinity_key {
         Some(key) => format!("{key}/{}", id.stream_id),
         None => id.stream_id.clone(),

@@ -104,7 +104,12 @@ async fn create(
     body: Body,
 ) -> ApiResult {
     if headers.contains_key(h::FORKED_FROM) {
-        return Err(ApiError::bad_request("forks are not supported yet"));
+        return create_fork(state, target, headers, body).await;
+    }
+    if headers.contains_key(h::FORK_OFFSET) || headers.contains_key(h::FORK_SUB_OFFSET) {
+        return Err(ApiError::bad_request(
+            "Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From",
+        ));
     }
     let content_type = match h::single(headers, "content-type").map_err(ApiError::bad_request)? {
         Some(ct) if well_formed_content_type(ct) => ct.trim().to_owned(),
@@ -159,7 +164,17 @@ async fn create(
         now_ms,
     };
     let response = state.engine.create_stream(command, true).await?;
-    let (status, next_offset, closed, content_type) = match response {
+    created_response(&response, content_type, headers, target)
+}
+
+/// The answer to a create or fork create.
+fn created_response(
+    response: &StreamResponse,
+    content_type: String,
+    headers: &HeaderMap,
+    target: &StreamRequest,
+) -> ApiResult {
+    let (status, next_offset, closed, content_type) = match response.clone() {
         StreamResponse::Created {
             next_offset,
             closed,
@@ -171,6 +186,11 @@ async fn create(
             content_type,
             ..
         } => (StatusCode::OK, next_offset, closed, content_type),
+        StreamResponse::Error {
+            code: strand::StreamErrorCode::StreamSoftDeleted,
+            message,
+            ..
+        } => return Err(ApiError::new(StatusCode::CONFLICT, message)),
         other => return Err(ApiError::from_machine(&other, target.layout)),
     };
     let mut out = status.into_response();
@@ -184,6 +204,133 @@ async fn create(
         set(hs, "location", location(headers, &target.path));
     }
     Ok(out)
+}
+
+/// `PUT` with `Stream-Forked-From` (spec 08 §14, `docs/forks.md` §7).
+async fn create_fork(
+    state: &AppState,
+    target: &StreamRequest,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let from = h::single(headers, h::FORKED_FROM)
+        .map_err(ApiError::bad_request)?
+        .unwrap_or_default();
+    let source = crate::routes::stream_for_path(from, &state.config.default_bucket)?;
+    crate::auth::authorize(
+        state.verifier.as_deref(),
+        headers,
+        &source.bucket_id,
+        Some(&crate::routes::stream_name(&source)),
+        crate::auth::Right::Read,
+    )?;
+    let fork_offset = match h::single(headers, h::FORK_OFFSET).map_err(ApiError::bad_request)? {
+        None => None,
+        Some(v) => Some(offsets::parse_position(v.trim()).map_err(|_| {
+            ApiError::bad_request(
+                "Stream-Fork-Offset must be an offset like 0000000000000000_0000000000000000",
+            )
+        })?),
+    };
+    let sub_offset = match h::single(headers, h::FORK_SUB_OFFSET).map_err(ApiError::bad_request)? {
+        None => 0,
+        Some(v) => parse_decimal(v.trim()).ok_or_else(|| {
+            ApiError::bad_request(
+                "Stream-Fork-Sub-Offset must be a whole number without sign or leading zeros",
+            )
+        })?,
+    };
+    if sub_offset > 0 && fork_offset.is_none() {
+        return Err(ApiError::bad_request(
+            "Stream-Fork-Sub-Offset needs Stream-Fork-Offset",
+        ));
+    }
+    let given_type = match h::single(headers, "content-type").map_err(ApiError::bad_request)? {
+        Some(ct) if well_formed_content_type(ct) => Some(ct.trim().to_owned()),
+        _ => None,
+    };
+    let ttl = match h::single(headers, h::TTL).map_err(ApiError::bad_request)? {
+        None => None,
+        Some(v) => Some(parse_decimal(v).ok_or_else(|| {
+            ApiError::bad_request("Stream-TTL must be a non-negative whole number of seconds")
+        })?),
+    };
+    let expires = match h::single(headers, h::EXPIRES_AT).map_err(ApiError::bad_request)? {
+        None => None,
+        Some(v) => Some(parse_rfc3339_ms(v.trim()).ok_or_else(|| {
+            ApiError::bad_request("Stream-Expires-At must be an RFC 3339 timestamp")
+        })?),
+    };
+    if ttl.is_some() && expires.is_some() {
+        return Err(ApiError::bad_request(
+            "Stream-TTL and Stream-Expires-At cannot both be set",
+        ));
+    }
+    let closed = closed_flag(headers)?;
+    let attrs = match h::single(headers, h::ATTRS).map_err(ApiError::bad_request)? {
+        None => None,
+        Some(v) => Some(serde_json::from_str(v).map_err(|e| {
+            ApiError::bad_request(format!(
+                "Stream-Attrs must be a JSON attributes object: {e}"
+            ))
+        })?),
+    };
+    // The source's content type decides the fork's and how its body is
+    // stored; a soft-deleted source cannot be forked.
+    let Some(meta) = state.engine.head(source.clone()).await? else {
+        if state.engine.is_soft_deleted(source.clone()).await? {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("stream '{source}' was deleted; it cannot be forked"),
+            ));
+        }
+        return Err(ApiError::not_found(format!("stream '{source}' not found")));
+    };
+    if let Some(given) = &given_type
+        && !strand_engine::same_media_type(given, &meta.content_type)
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "content type {given:?} does not match the source's {:?}",
+                meta.content_type
+            ),
+        ));
+    }
+    let body = read_limited(body, state.config.max_body_bytes).await?;
+    let payload = if is_json(&meta.content_type) && !body.is_empty() {
+        json_body(&body, true)?
+    } else {
+        body
+    };
+    let response = state
+        .engine
+        .create_fork(strand_engine::ForkRequest {
+            stream_id: target.id.clone(),
+            source_id: source,
+            fork_offset,
+            sub_offset,
+            stream_ttl_seconds: ttl,
+            stream_expires_at_ms: expires,
+            close: closed,
+            initial_payload: payload,
+            attrs,
+        })
+        .await?;
+    let response = match response {
+        StreamResponse::Error {
+            code: strand::StreamErrorCode::StreamSoftDeleted,
+            message,
+            ..
+        } => return Err(ApiError::new(StatusCode::CONFLICT, message)),
+        StreamResponse::Error {
+            code: strand::StreamErrorCode::StreamGone,
+            message,
+            ..
+        } => return Err(ApiError::bad_request(message)),
+        other => other,
+    };
+    created_response(&response, meta.content_type, headers, target)
 }
 
 fn location(headers: &HeaderMap, path: &str) -> String {
@@ -339,6 +486,12 @@ fn metadata_headers(hs: &mut HeaderMap, meta: &StreamMetadata) {
 
 async fn head(state: &AppState, target: &StreamRequest) -> ApiResult {
     let Some(meta) = state.engine.head(target.id.clone()).await? else {
+        if state.engine.is_soft_deleted(target.id.clone()).await? {
+            return Err(ApiError::new(
+                StatusCode::GONE,
+                format!("stream '{}' was deleted", target.id),
+            ));
+        }
         return Err(ApiError::not_found(format!(
             "stream '{}' not found",
             target.id

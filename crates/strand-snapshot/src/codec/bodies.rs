@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use strand_model::{ColdGcEntry, MachineOptions};
 use strand_usage::{BucketQuotaSnapshot, BucketUsageSnapshot};
 
-use crate::wire::SharedColdObjectOwnersSnapshot;
+use crate::wire::{ForkUnpinSnapshot, SharedColdObjectOwnersSnapshot};
 
 /// Frame 0, written.
 #[derive(Serialize)]
@@ -72,6 +72,10 @@ pub(crate) struct QuotasOut<'a> {
     pub(crate) bucket_quotas: &'a [BucketQuotaSnapshot],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) machine_options: Option<MachineOptions>,
+    /// Undelivered fork unpins (a strand extension), only when there are
+    /// some.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub(crate) fork_unpins: &'a [ForkUnpinSnapshot],
 }
 
 /// The quotas frame, read.
@@ -81,6 +85,8 @@ pub(crate) struct QuotasIn {
     pub(crate) bucket_quotas: Vec<BucketQuotaSnapshot>,
     #[serde(default)]
     pub(crate) machine_options: Option<MachineOptions>,
+    #[serde(default)]
+    pub(crate) fork_unpins: Vec<ForkUnpinSnapshot>,
 }
 
 /// The footer frame (both ways; every field required).

@@ -45,6 +45,7 @@ fn write_entry(out: &mut Vec<u8>, entry: &StreamSnapshotEntry) -> Result<(), Cod
         visible_snapshot,
         producer_states,
         cold_raw_frontier_offset,
+        fork,
     } = entry;
     field(out, b"{\"metadata\":", metadata)?;
     field(out, b",\"attrs\":", attrs)?;
@@ -81,6 +82,9 @@ fn write_entry(out: &mut Vec<u8>, entry: &StreamSnapshotEntry) -> Result<(), Cod
     if let Some(raw) = cold_raw_frontier_offset {
         field(out, b",\"cold_raw_frontier_offset\":", raw)?;
     }
+    if let Some(fork) = fork {
+        field(out, b",\"fork\":", fork)?;
+    }
     out.push(b'}');
     Ok(())
 }
@@ -112,6 +116,7 @@ where
         bucket_usage,
         bucket_quotas,
         machine_options,
+        fork_unpins,
     } = head;
     let mut out = Vec::with_capacity(64 * 1024);
     field(&mut out, b"{\"buckets\":", buckets)?;
@@ -139,6 +144,9 @@ where
     field(&mut out, b",\"bucket_quotas\":", bucket_quotas)?;
     if let Some(options) = machine_options {
         field(&mut out, b",\"machine_options\":", options)?;
+    }
+    if !fork_unpins.is_empty() {
+        field(&mut out, b",\"fork_unpins\":", fork_unpins)?;
     }
     out.push(b'}');
     w.write_all(&out)?;

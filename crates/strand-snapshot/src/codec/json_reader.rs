@@ -278,6 +278,7 @@ impl<'a> Reader<'a> {
         let (mut cold_chunks, mut external_segments, mut message_records) = (None, None, None);
         let (mut record_index, mut integrity, mut retained_offset) = (None, None, None);
         let (mut visible_snapshot, mut producer_states, mut raw_frontier) = (None, None, None);
+        let mut fork = None;
         self.object(|r, key| match key {
             b"metadata" => set(&mut metadata, r.value()?),
             b"attrs" => set(&mut attrs, r.value()?),
@@ -295,6 +296,7 @@ impl<'a> Reader<'a> {
             b"visible_snapshot" => set(&mut visible_snapshot, r.visible_snapshot()?),
             b"producer_states" => set(&mut producer_states, r.array(Self::producer)?),
             b"cold_raw_frontier_offset" => set(&mut raw_frontier, r.value()?),
+            b"fork" => set(&mut fork, r.value()?),
             _ => r.skip(),
         })?;
         Some(StreamSnapshotEntry {
@@ -314,6 +316,7 @@ impl<'a> Reader<'a> {
             visible_snapshot: visible_snapshot.flatten(),
             producer_states: producer_states?,
             cold_raw_frontier_offset: raw_frontier.flatten(),
+            fork: fork.flatten(),
         })
     }
 }
@@ -324,6 +327,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
     let (mut buckets, mut erased_buckets, mut streams) = (None, None, None);
     let (mut pending_cold_gc, mut next_cold_gc_seq, mut owners) = (None, None, None);
     let (mut bucket_usage, mut bucket_quotas, mut machine_options) = (None, None, None);
+    let mut fork_unpins = None;
     r.object(|r, key| match key {
         b"buckets" => set(&mut buckets, r.value()?),
         b"erased_buckets" => set(&mut erased_buckets, r.value()?),
@@ -334,6 +338,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
         b"bucket_usage" => set(&mut bucket_usage, r.value()?),
         b"bucket_quotas" => set(&mut bucket_quotas, r.value()?),
         b"machine_options" => set(&mut machine_options, r.value()?),
+        b"fork_unpins" => set(&mut fork_unpins, r.value()?),
         _ => r.skip(),
     })?;
     r.ws();
@@ -350,6 +355,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
         bucket_usage: bucket_usage.unwrap_or_default(),
         bucket_quotas: bucket_quotas.unwrap_or_default(),
         machine_options: machine_options.flatten(),
+        fork_unpins: fork_unpins.unwrap_or_default(),
     })
 }
 

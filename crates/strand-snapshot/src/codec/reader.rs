@@ -284,6 +284,7 @@ where
                         bucket_usage: usage.bucket_usage,
                         bucket_quotas: quotas.bucket_quotas,
                         machine_options: quotas.machine_options,
+                        fork_unpins: quotas.fork_unpins,
                     })
                     .map_err(rejected);
             }

@@ -95,6 +95,7 @@ where
         bucket_usage,
         bucket_quotas,
         machine_options,
+        fork_unpins,
     } = head;
     let mut out = FrameWriter::start(w)?;
     out.frame(
@@ -128,6 +129,7 @@ where
         &QuotasOut {
             bucket_quotas,
             machine_options: *machine_options,
+            fork_unpins,
         },
     )?;
     let footer = Footer {

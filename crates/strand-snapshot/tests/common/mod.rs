@@ -131,6 +131,7 @@ pub(crate) fn entry(id: BucketStreamId, payload: &[u8]) -> StreamSnapshotEntry {
         visible_snapshot: None,
         producer_states: vec![],
         cold_raw_frontier_offset: None,
+        fork: None,
     }
 }
 
@@ -232,5 +233,6 @@ pub(crate) fn full_entry() -> StreamSnapshotEntry {
             }],
         }],
         cold_raw_frontier_offset: None,
+        fork: None,
     }
 }
