@@ -208,10 +208,7 @@ fn step_http_conformance(root: &Path) -> Result<(), String> {
 /// The same suite with authentication on, every request carrying a token
 /// through the test file's header injector.
 fn step_http_conformance_auth(root: &Path) -> Result<(), String> {
-    http_conformance::http_conformance(
-        root,
-        &["--auth".into()],
-    )
+    http_conformance::http_conformance(root, &["--auth".into()])
 }
 
 /// `cargo doc --workspace --no-deps` with rustdoc warnings (broken

@@ -70,6 +70,7 @@ struct Group {
     bucket_quotas: Option<Vec<BucketQuotaSnapshot>>,
     machine_options: Option<Option<MachineOptions>>,
     fork_unpins: Option<Vec<ForkUnpinSnapshot>>,
+    next_fork_pin: Option<u64>,
 }
 
 /// Reads a JSON snapshot from `r` into `sink`.
@@ -110,6 +111,7 @@ pub(crate) fn decode<R: Read, S: SnapshotSink + ?Sized>(
             bucket_quotas: group.bucket_quotas.unwrap_or_default(),
             machine_options: group.machine_options.flatten(),
             fork_unpins: group.fork_unpins.unwrap_or_default(),
+            next_fork_pin: group.next_fork_pin.unwrap_or_default(),
         })
         .map_err(|e| ReadError::invalid(Location::Group, e))?;
     Ok(Streamed::Done)
@@ -200,6 +202,7 @@ impl<'de, S: SnapshotSink + ?Sized> Visitor<'de> for TopVisitor<'_, '_, S> {
                     set_once(&mut group.machine_options, &mut map, "machine_options")?;
                 }
                 "fork_unpins" => set_once(&mut group.fork_unpins, &mut map, "fork_unpins")?,
+                "next_fork_pin" => set_once(&mut group.next_fork_pin, &mut map, "next_fork_pin")?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }

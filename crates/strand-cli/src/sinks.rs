@@ -148,7 +148,7 @@ impl SnapshotSink for ValidateSink {
     fn finish(&mut self, tail: SnapshotTail) -> Result<(), StreamSnapshotError> {
         self.counts.pending_cold_gc = count(tail.pending_cold_gc.len());
         if let Some(validator) = &self.validator {
-            validator.check_forks()?;
+            validator.check_forks(&tail.fork_unpins)?;
         }
         tail.install(&mut self.head);
         Ok(())

@@ -90,11 +90,11 @@ impl Engine {
             .await?;
         let StreamResponse::ForkSourcePinned {
             fork_offset,
+            pin,
             inherited_start,
             content_type,
             stream_ttl_seconds,
             stream_expires_at_ms,
-            newly_pinned,
         } = pinned
         else {
             return Ok(pinned);
@@ -102,23 +102,22 @@ impl Engine {
         let created = self
             .finish_fork(
                 &request,
-                fork_offset,
+                (fork_offset, pin),
                 inherited_start,
                 content_type,
                 (stream_ttl_seconds, stream_expires_at_ms),
             )
             .await;
-        let failed = !matches!(
-            created,
-            Ok(StreamResponse::Created { .. } | StreamResponse::AlreadyExists { .. })
-        );
-        if failed && newly_pinned {
+        // Only a fork that was created holds the new pin: an idempotent
+        // repeat (the fork holds its first pin) and a failure give it back.
+        if !matches!(created, Ok(StreamResponse::Created { .. })) {
             let _ = self
                 .apply(
                     &source,
                     StreamCommand::UnpinForkSource {
                         stream_id: source.clone(),
                         fork_stream_id: fork.clone(),
+                        pin,
                     },
                 )
                 .await;
@@ -129,7 +128,7 @@ impl Engine {
     async fn finish_fork(
         &self,
         request: &ForkRequest,
-        fork_offset: u64,
+        (fork_offset, pin): (u64, u64),
         inherited_start: u64,
         content_type: String,
         source_expiry: (Option<u64>, Option<u64>),
@@ -196,6 +195,7 @@ impl Engine {
             source_stream_id: source.clone(),
             fork_offset,
             fork_offset_given: request.fork_offset.is_some(),
+            pin,
             sub_offset: request.sub_offset,
             inherited_start,
             first_record: if json { record } else { None },
@@ -447,6 +447,7 @@ impl Engine {
                     let command = StreamCommand::UnpinForkSource {
                         stream_id: unpin.source_stream_id.clone(),
                         fork_stream_id: unpin.fork_stream_id.clone(),
+                        pin: unpin.pin,
                     };
                     match self.apply(&unpin.source_stream_id, command).await {
                         Ok(_) => delivered.push(unpin),

@@ -256,6 +256,8 @@ pub enum StreamCommand {
         /// Whether the request named the fork offset (an idempotent create
         /// without one matches any offset).
         fork_offset_given: bool,
+        /// The pin `PinForkSource` gave out for this fork.
+        pin: u64,
         /// The sub-offset the fork was asked for (0: none).
         sub_offset: u64,
         /// The first offset the fork inherits.
@@ -287,6 +289,8 @@ pub enum StreamCommand {
         stream_id: BucketStreamId,
         /// The fork that went away.
         fork_stream_id: BucketStreamId,
+        /// The pin it held.
+        pin: u64,
     },
     /// Remove delivered entries from the group's fork-unpin outbox.
     AckForkUnpins {
@@ -425,7 +429,8 @@ impl fmt::Display for StreamCommand {
             Self::UnpinForkSource {
                 stream_id,
                 fork_stream_id,
-            } => write!(f, "unpin_fork_source:{stream_id}:{fork_stream_id}"),
+                pin,
+            } => write!(f, "unpin_fork_source:{stream_id}:{fork_stream_id}#{pin}"),
             Self::AckForkUnpins { unpins } => write!(f, "ack_fork_unpins:{}", unpins.len()),
         }
     }

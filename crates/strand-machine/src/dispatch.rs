@@ -259,6 +259,7 @@ impl StreamStateMachine {
                 source_stream_id,
                 fork_offset,
                 fork_offset_given,
+                pin,
                 sub_offset,
                 inherited_start,
                 first_record,
@@ -276,6 +277,7 @@ impl StreamStateMachine {
                     source: source_stream_id,
                     fork_offset,
                     fork_offset_given,
+                    pin,
                     sub_offset,
                     inherited_start,
                     first_record,
@@ -293,7 +295,11 @@ impl StreamStateMachine {
             StreamCommand::UnpinForkSource {
                 stream_id,
                 fork_stream_id,
-            } => (self.unpin_fork_source(&stream_id, &fork_stream_id), None),
+                pin,
+            } => (
+                self.unpin_fork_source(&stream_id, &fork_stream_id, pin),
+                None,
+            ),
             StreamCommand::AckForkUnpins { unpins } => (self.ack_fork_unpins(&unpins), None),
         }
     }

@@ -35,6 +35,7 @@ use crate::slot::{BoxedVec, StreamSlot};
 pub(crate) struct ForkOrigin {
     pub(crate) source: BucketStreamId,
     pub(crate) fork_offset: u64,
+    pub(crate) pin: u64,
     pub(crate) sub_offset: u64,
     pub(crate) inherited_start: u64,
 }
@@ -45,8 +46,9 @@ pub(crate) struct ForkOrigin {
 pub(crate) struct ForkState {
     /// Set on a fork while it still reads through its source.
     pub(crate) origin: Option<ForkOrigin>,
-    /// The forks reading through this stream, by fork id: their offsets.
-    pub(crate) pins: BTreeMap<BucketStreamId, u64>,
+    /// The forks reading through this stream, by fork id and pin id:
+    /// their offsets.
+    pub(crate) pins: BTreeMap<(BucketStreamId, u64), u64>,
     /// Deleted (or expired) while pinned.
     pub(crate) soft_deleted: bool,
 }
@@ -61,14 +63,16 @@ impl ForkState {
             forked_from: self.origin.as_ref().map(|o| ForkOriginSnapshot {
                 source_stream_id: o.source.clone(),
                 fork_offset: o.fork_offset,
+                pin: o.pin,
                 sub_offset: o.sub_offset,
                 inherited_start: o.inherited_start,
             }),
             fork_pins: self
                 .pins
                 .iter()
-                .map(|(fork, offset)| ForkPinSnapshot {
+                .map(|((fork, pin), offset)| ForkPinSnapshot {
                     fork_stream_id: fork.clone(),
+                    pin: *pin,
                     fork_offset: *offset,
                 })
                 .collect(),
@@ -81,13 +85,14 @@ impl ForkState {
             origin: s.forked_from.map(|o| ForkOrigin {
                 source: o.source_stream_id,
                 fork_offset: o.fork_offset,
+                pin: o.pin,
                 sub_offset: o.sub_offset,
                 inherited_start: o.inherited_start,
             }),
             pins: s
                 .fork_pins
                 .into_iter()
-                .map(|p| (p.fork_stream_id, p.fork_offset))
+                .map(|p| ((p.fork_stream_id, p.pin), p.fork_offset))
                 .collect(),
             soft_deleted: s.soft_deleted,
         };
@@ -259,6 +264,7 @@ impl StreamStateMachine {
         self.fork_unpins.insert(ForkUnpinSnapshot {
             source_stream_id: origin.source.clone(),
             fork_stream_id: fork.clone(),
+            pin: origin.pin,
         });
     }
 
@@ -317,18 +323,16 @@ impl StreamStateMachine {
             meta.stream_ttl_seconds,
             meta.stream_expires_at_ms,
         );
-        let pins = &mut slot.fork_mut().pins;
-        let newly_pinned = !pins.contains_key(fork);
-        if newly_pinned {
-            pins.insert(fork.clone(), offset);
-        }
+        let pin = self.next_fork_pin;
+        self.next_fork_pin = pin.saturating_add(1);
+        slot.fork_mut().pins.insert((fork.clone(), pin), offset);
         StreamResponse::ForkSourcePinned {
             fork_offset: offset,
+            pin,
             inherited_start: start,
             content_type,
             stream_ttl_seconds: ttl,
             stream_expires_at_ms: expires,
-            newly_pinned,
         }
     }
 
@@ -336,6 +340,7 @@ impl StreamStateMachine {
         &mut self,
         id: &BucketStreamId,
         fork: &BucketStreamId,
+        pin: u64,
     ) -> StreamResponse {
         let Some(slot) = self.registry.get_mut(id) else {
             return StreamResponse::ForkSourceUnpinned {
@@ -346,7 +351,7 @@ impl StreamStateMachine {
         let unpinned = slot
             .fork
             .as_mut()
-            .is_some_and(|f| f.pins.remove(fork).is_some());
+            .is_some_and(|f| f.pins.remove(&(fork.clone(), pin)).is_some());
         let remove = slot.soft_deleted() && !slot.pinned();
         slot.tidy_fork();
         let removed = remove && self.remove_stream_state(id);
@@ -429,7 +434,7 @@ impl StreamStateMachine {
         self.usage
             .check_create(&id.bucket_id, len)
             .map_err(quota_error)?;
-        self.check_capacity(&id.bucket_id, 0, len)?;
+        self.check_capacity(&id.bucket_id, req.fork_offset, len)?;
 
         let f = req.fork_offset;
         let record_index = if strand_records::is_json_record_content_type(&req.content_type) {
@@ -471,6 +476,7 @@ impl StreamStateMachine {
                 origin: Some(ForkOrigin {
                     source: req.source.clone(),
                     fork_offset: f,
+                    pin: req.pin,
                     sub_offset: req.sub_offset,
                     inherited_start: req.inherited_start,
                 }),
@@ -560,6 +566,7 @@ pub(crate) struct CreateForkRequest {
     pub(crate) source: BucketStreamId,
     pub(crate) fork_offset: u64,
     pub(crate) fork_offset_given: bool,
+    pub(crate) pin: u64,
     pub(crate) sub_offset: u64,
     pub(crate) inherited_start: u64,
     pub(crate) first_record: Option<u64>,

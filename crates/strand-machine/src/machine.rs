@@ -38,6 +38,8 @@ pub struct StreamStateMachine {
     /// How many live slots are soft-deleted (0 spares the per-command
     /// lookup).
     pub(crate) soft_deleted_streams: usize,
+    /// The id of the next fork pin this group gives out.
+    pub(crate) next_fork_pin: u64,
 }
 
 impl StreamStateMachine {

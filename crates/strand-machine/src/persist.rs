@@ -111,6 +111,7 @@ impl StreamStateMachine {
             bucket_quotas: self.usage.quota_report(),
             machine_options: self.options.to_snapshot(),
             fork_unpins: self.fork_unpins.iter().cloned().collect(),
+            next_fork_pin: self.next_fork_pin,
         }
     }
 
@@ -258,9 +259,10 @@ impl MachineRestorer {
     /// §5.4). Only the fork checks across entries (`docs/forks.md` §5) can
     /// fail, and only for snapshots with forks.
     pub fn finish(self, tail: SnapshotTail) -> Result<StreamStateMachine, StreamSnapshotError> {
-        self.validator.check_forks()?;
+        self.validator.check_forks(&tail.fork_unpins)?;
         let mut machine = self.machine;
         machine.fork_unpins = tail.fork_unpins.into_iter().collect();
+        machine.next_fork_pin = tail.next_fork_pin;
         for owners in &tail.shared_cold_object_owners {
             machine
                 .shared

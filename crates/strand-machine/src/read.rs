@@ -268,7 +268,29 @@ impl StreamStateMachine {
         max_len: usize,
         now_ms: u64,
     ) -> Result<StreamReadPlan, StreamResponse> {
-        let (slot, end) = self.read_range(stream_id, offset, max_len, Some(now_ms))?;
+        self.plan_read(stream_id, offset, max_len, Some(now_ms))
+    }
+
+    /// [`read_plan_at`](Self::read_plan_at) for a fork reading through this
+    /// stream, as [`read_hot_through`](Self::read_hot_through) is for hot
+    /// reads: expiry and soft deletion are ignored.
+    pub fn read_plan_through(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<StreamReadPlan, StreamResponse> {
+        self.plan_read(stream_id, offset, max_len, None)
+    }
+
+    fn plan_read(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        now_ms: Option<u64>,
+    ) -> Result<StreamReadPlan, StreamResponse> {
+        let (slot, end) = self.read_range(stream_id, offset, max_len, now_ms)?;
         let (tail, retained) = (slot.metadata.tail_offset, slot.retained_offset);
 
         let mut hot: Vec<(u64, StreamReadSegment)> = Vec::new();

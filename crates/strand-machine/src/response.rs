@@ -139,6 +139,8 @@ pub enum StreamResponse {
     ForkSourcePinned {
         /// The resolved fork offset.
         fork_offset: u64,
+        /// The pin's id: the fork holds it until it unpins.
+        pin: u64,
         /// The first offset the fork inherits.
         inherited_start: u64,
         /// The source's content type.
@@ -147,8 +149,6 @@ pub enum StreamResponse {
         stream_ttl_seconds: Option<u64>,
         /// The source's absolute expiry.
         stream_expires_at_ms: Option<u64>,
-        /// False when the fork already held a pin on this source.
-        newly_pinned: bool,
     },
     /// A fork's pin was dropped (`UnpinForkSource`).
     ForkSourceUnpinned {

@@ -280,6 +280,7 @@ fn rich_snapshot() -> StreamSnapshot {
         }],
         machine_options: None,
         fork_unpins: Vec::new(),
+        next_fork_pin: 0,
     }
 }
 
@@ -418,6 +419,7 @@ fn representatives() -> Vec<StreamCommand> {
             source_stream_id: sid(),
             fork_offset: 26,
             fork_offset_given: true,
+            pin: 7,
             sub_offset: 3,
             inherited_start: 2,
             first_record: Some(4),
@@ -433,11 +435,13 @@ fn representatives() -> Vec<StreamCommand> {
         StreamCommand::UnpinForkSource {
             stream_id: sid(),
             fork_stream_id: aff_sid(),
+            pin: 7,
         },
         StreamCommand::AckForkUnpins {
             unpins: vec![strand_snapshot::ForkUnpinSnapshot {
                 source_stream_id: sid(),
                 fork_stream_id: aff_sid(),
+                pin: 7,
             }],
         },
     ]

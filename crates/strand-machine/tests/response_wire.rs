@@ -397,11 +397,11 @@ fn representatives() -> Vec<StreamResponse> {
         },
         StreamResponse::ForkSourcePinned {
             fork_offset: 21,
+            pin: 7,
             inherited_start: 2,
             content_type: "text/plain".to_owned(),
             stream_ttl_seconds: Some(22),
             stream_expires_at_ms: Some(23),
-            newly_pinned: true,
         },
         StreamResponse::ForkSourceUnpinned {
             unpinned: true,
@@ -479,11 +479,11 @@ fn field_order_is_declaration_order() {
         &["buckets", "streams"],
         &[
             "fork_offset",
+            "pin",
             "inherited_start",
             "content_type",
             "stream_ttl_seconds",
             "stream_expires_at_ms",
-            "newly_pinned",
         ],
         &["unpinned", "removed"],
         &["remaining"],

@@ -56,6 +56,6 @@ pub fn validate_snapshot(
             .producers
             .saturating_add(count(entry.producer_states.len()));
     }
-    validator.check_forks()?;
+    validator.check_forks(&snapshot.fork_unpins)?;
     Ok(summary)
 }

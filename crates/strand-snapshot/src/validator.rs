@@ -11,7 +11,7 @@ use crate::digest::visible_snapshot_digest;
 use crate::error::StreamSnapshotError;
 use crate::messages::message_records_tile;
 use crate::payload::{PayloadSources, effective_hot_segments, segments_tile_payload};
-use crate::wire::{StreamForkSnapshot, StreamSnapshotEntry};
+use crate::wire::{ForkUnpinSnapshot, StreamForkSnapshot, StreamSnapshotEntry};
 
 /// Checks the entries of one snapshot in list order, remembering the bucket
 /// sets and the stream ids already accepted.
@@ -25,10 +25,10 @@ pub struct SnapshotValidator {
     active: BTreeSet<String>,
     erased: BTreeSet<String>,
     streams: BTreeSet<BucketStreamId>,
-    /// Accepted forks: fork → (source, fork offset).
-    origins: BTreeMap<BucketStreamId, (BucketStreamId, u64)>,
-    /// Accepted pins: (source, fork) → fork offset.
-    pins: BTreeMap<(BucketStreamId, BucketStreamId), u64>,
+    /// Accepted forks: fork → (source, pin, fork offset).
+    origins: BTreeMap<BucketStreamId, (BucketStreamId, u64, u64)>,
+    /// Accepted pins: (source, fork, pin) → fork offset.
+    pins: BTreeMap<(BucketStreamId, BucketStreamId, u64), u64>,
 }
 
 /// What restore needs from one accepted entry and must not recompute.
@@ -279,49 +279,56 @@ impl SnapshotValidator {
                 });
             }
         }
-        let mut previous: Option<&BucketStreamId> = None;
+        let mut previous: Option<(&BucketStreamId, u64)> = None;
         for pin in &fork.fork_pins {
             let fork_id = &pin.fork_stream_id;
             if fork_id == id
                 || fork_id.bucket_id != id.bucket_id
                 || pin.fork_offset > tail
-                || previous.is_some_and(|p| p >= fork_id)
+                || previous.is_some_and(|p| p >= (fork_id, pin.pin))
             {
                 return Err(StreamSnapshotError::InvalidForkPin {
                     stream_id: id.clone(),
                     fork_stream_id: Box::new(fork_id.clone()),
                 });
             }
-            previous = Some(fork_id);
+            previous = Some((fork_id, pin.pin));
         }
         if let Some(origin) = &fork.forked_from {
             self.origins.insert(
                 id.clone(),
-                (origin.source_stream_id.clone(), origin.fork_offset),
+                (
+                    origin.source_stream_id.clone(),
+                    origin.pin,
+                    origin.fork_offset,
+                ),
             );
         }
         for pin in &fork.fork_pins {
-            self.pins
-                .insert((id.clone(), pin.fork_stream_id.clone()), pin.fork_offset);
+            self.pins.insert(
+                (id.clone(), pin.fork_stream_id.clone(), pin.pin),
+                pin.fork_offset,
+            );
         }
         Ok(())
     }
 
     /// The checks across entries, after the last one (strand extension,
-    /// `docs/forks.md` §5): where a fork and its source are both in this
-    /// snapshot, the source pins the fork at the fork offset and every such
-    /// pin names a fork of that source (`ForkPinMismatch`); following fork
-    /// origins through the snapshot never comes back to a stream
-    /// (`ForkCycle`). Forks whose source lives in another group's snapshot
-    /// are checked by the engine that owns both.
+    /// `docs/forks.md` §5), given the group's undelivered `unpins`: where a
+    /// fork and its source are both in this snapshot, the source holds the
+    /// fork's pin at the fork offset, and every pin of a fork in the
+    /// snapshot is the fork's own or waits in `unpins` to be dropped
+    /// (`ForkPinMismatch`); following fork origins through the snapshot
+    /// never comes back to a stream (`ForkCycle`). Forks whose source lives
+    /// in another group's snapshot are checked by the engine that owns both.
     ///
     /// # Errors
     ///
     /// The first failing check's error, in fork id order.
-    pub fn check_forks(&self) -> Result<(), StreamSnapshotError> {
-        for (fork, (source, offset)) in &self.origins {
+    pub fn check_forks(&self, unpins: &[ForkUnpinSnapshot]) -> Result<(), StreamSnapshotError> {
+        for (fork, (source, pin, offset)) in &self.origins {
             if self.streams.contains(source)
-                && self.pins.get(&(source.clone(), fork.clone())) != Some(offset)
+                && self.pins.get(&(source.clone(), fork.clone(), *pin)) != Some(offset)
             {
                 return Err(StreamSnapshotError::ForkPinMismatch {
                     stream_id: fork.clone(),
@@ -329,10 +336,12 @@ impl SnapshotValidator {
                 });
             }
         }
-        for ((source, fork), offset) in &self.pins {
-            if self.streams.contains(fork)
-                && self.origins.get(fork) != Some(&(source.clone(), *offset))
-            {
+        for ((source, fork, pin), offset) in &self.pins {
+            let own = self.origins.get(fork) == Some(&(source.clone(), *pin, *offset));
+            let leaving = unpins.iter().any(|u| {
+                u.source_stream_id == *source && u.fork_stream_id == *fork && u.pin == *pin
+            });
+            if self.streams.contains(fork) && !own && !leaving {
                 return Err(StreamSnapshotError::ForkPinMismatch {
                     stream_id: fork.clone(),
                     source_stream_id: Box::new(source.clone()),
@@ -342,7 +351,7 @@ impl SnapshotValidator {
         for start in self.origins.keys() {
             let mut seen = BTreeSet::new();
             let mut at = start;
-            while let Some((source, _)) = self.origins.get(at) {
+            while let Some((source, _, _)) = self.origins.get(at) {
                 if !seen.insert(at) || source == start {
                     return Err(StreamSnapshotError::ForkCycle(start.clone()));
                 }

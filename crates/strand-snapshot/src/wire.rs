@@ -53,6 +53,15 @@ pub struct StreamSnapshot {
     /// `docs/forks.md`): absent when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fork_unpins: Vec<ForkUnpinSnapshot>,
+    /// The id the group gives its next fork pin: absent while 0 (no fork
+    /// ever pinned a stream of the group).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub next_fork_pin: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if signature
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// The buckets that own one shared cold object (spec 07 §2.2). Both fields
@@ -154,6 +163,9 @@ pub struct ForkOriginSnapshot {
     pub source_stream_id: BucketStreamId,
     /// The fork offset: source bytes below it are the fork's.
     pub fork_offset: u64,
+    /// The source's pin this fork holds (an id of the source's group).
+    #[serde(default)]
+    pub pin: u64,
     /// The sub-offset the fork was created with (0 when none).
     #[serde(default)]
     pub sub_offset: u64,
@@ -168,6 +180,10 @@ pub struct ForkOriginSnapshot {
 pub struct ForkPinSnapshot {
     /// The fork.
     pub fork_stream_id: BucketStreamId,
+    /// The pin's id in this group (a fork re-created under the same id
+    /// holds a new pin).
+    #[serde(default)]
+    pub pin: u64,
     /// Its fork offset in this stream.
     pub fork_offset: u64,
 }
@@ -180,6 +196,9 @@ pub struct ForkUnpinSnapshot {
     pub source_stream_id: BucketStreamId,
     /// The fork that is gone.
     pub fork_stream_id: BucketStreamId,
+    /// The pin it held.
+    #[serde(default)]
+    pub pin: u64,
 }
 
 /// The group-level parts of a snapshot that follow its stream entries (in
@@ -200,6 +219,8 @@ pub struct SnapshotTail {
     pub machine_options: Option<MachineOptions>,
     /// Undelivered fork unpins (empty without forks).
     pub fork_unpins: Vec<ForkUnpinSnapshot>,
+    /// The group's next fork pin id (0 without forks).
+    pub next_fork_pin: u64,
 }
 
 impl SnapshotTail {
@@ -212,6 +233,7 @@ impl SnapshotTail {
         snapshot.bucket_quotas = self.bucket_quotas;
         snapshot.machine_options = self.machine_options;
         snapshot.fork_unpins = self.fork_unpins;
+        snapshot.next_fork_pin = self.next_fork_pin;
     }
 }
 
@@ -237,6 +259,7 @@ impl StreamSnapshot {
             bucket_quotas,
             machine_options,
             fork_unpins,
+            next_fork_pin,
         } = self;
         let tail = SnapshotTail {
             pending_cold_gc,
@@ -246,6 +269,7 @@ impl StreamSnapshot {
             bucket_quotas,
             machine_options,
             fork_unpins,
+            next_fork_pin,
         };
         (buckets, erased_buckets, streams, tail)
     }

@@ -56,6 +56,7 @@ fn full_snapshot() -> StreamSnapshot {
         }],
         machine_options: None,
         fork_unpins: Vec::new(),
+        next_fork_pin: 0,
     }
 }
 

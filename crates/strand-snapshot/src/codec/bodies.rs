@@ -76,6 +76,14 @@ pub(crate) struct QuotasOut<'a> {
     /// some.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub(crate) fork_unpins: &'a [ForkUnpinSnapshot],
+    /// The next fork pin id, only when not 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) next_fork_pin: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if signature
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// The quotas frame, read.
@@ -87,6 +95,8 @@ pub(crate) struct QuotasIn {
     pub(crate) machine_options: Option<MachineOptions>,
     #[serde(default)]
     pub(crate) fork_unpins: Vec<ForkUnpinSnapshot>,
+    #[serde(default)]
+    pub(crate) next_fork_pin: u64,
 }
 
 /// The footer frame (both ways; every field required).

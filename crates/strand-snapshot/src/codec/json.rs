@@ -117,6 +117,7 @@ where
         bucket_quotas,
         machine_options,
         fork_unpins,
+        next_fork_pin,
     } = head;
     let mut out = Vec::with_capacity(64 * 1024);
     field(&mut out, b"{\"buckets\":", buckets)?;
@@ -147,6 +148,9 @@ where
     }
     if !fork_unpins.is_empty() {
         field(&mut out, b",\"fork_unpins\":", fork_unpins)?;
+    }
+    if *next_fork_pin != 0 {
+        field(&mut out, b",\"next_fork_pin\":", next_fork_pin)?;
     }
     out.push(b'}');
     w.write_all(&out)?;

@@ -327,7 +327,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
     let (mut buckets, mut erased_buckets, mut streams) = (None, None, None);
     let (mut pending_cold_gc, mut next_cold_gc_seq, mut owners) = (None, None, None);
     let (mut bucket_usage, mut bucket_quotas, mut machine_options) = (None, None, None);
-    let mut fork_unpins = None;
+    let (mut fork_unpins, mut next_fork_pin) = (None, None);
     r.object(|r, key| match key {
         b"buckets" => set(&mut buckets, r.value()?),
         b"erased_buckets" => set(&mut erased_buckets, r.value()?),
@@ -339,6 +339,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
         b"bucket_quotas" => set(&mut bucket_quotas, r.value()?),
         b"machine_options" => set(&mut machine_options, r.value()?),
         b"fork_unpins" => set(&mut fork_unpins, r.value()?),
+        b"next_fork_pin" => set(&mut next_fork_pin, r.value()?),
         _ => r.skip(),
     })?;
     r.ws();
@@ -356,6 +357,7 @@ pub(crate) fn read_snapshot(text: &[u8]) -> Option<StreamSnapshot> {
         bucket_quotas: bucket_quotas.unwrap_or_default(),
         machine_options: machine_options.flatten(),
         fork_unpins: fork_unpins.unwrap_or_default(),
+        next_fork_pin: next_fork_pin.unwrap_or_default(),
     })
 }
 

@@ -285,6 +285,7 @@ where
                         bucket_quotas: quotas.bucket_quotas,
                         machine_options: quotas.machine_options,
                         fork_unpins: quotas.fork_unpins,
+                        next_fork_pin: quotas.next_fork_pin,
                     })
                     .map_err(rejected);
             }

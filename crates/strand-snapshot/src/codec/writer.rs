@@ -96,6 +96,7 @@ where
         bucket_quotas,
         machine_options,
         fork_unpins,
+        next_fork_pin,
     } = head;
     let mut out = FrameWriter::start(w)?;
     out.frame(
@@ -130,6 +131,7 @@ where
             bucket_quotas,
             machine_options: *machine_options,
             fork_unpins,
+            next_fork_pin: *next_fork_pin,
         },
     )?;
     let footer = Footer {
