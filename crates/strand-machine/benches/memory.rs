@@ -9,6 +9,9 @@
 //!   append spread over 100 streams, after a warm-up round. Commands,
 //!   including their `Bytes` payloads, are built outside the counted
 //!   region and responses are dropped outside it.
+//! * `heap_bytes_per_empty_fork`: live heap growth while 100 k empty forks
+//!   of one source are made (`PinForkSource` + `CreateFork`, as the engine
+//!   does), divided by 100 k: the fork's own stream and the source's pin.
 //! * `heap_bytes_per_receipt`: one producer makes 200 k accepted appends of
 //!   16 B to one stream; the same 200 k appends are made without a producer
 //!   on a fresh machine; the difference of the two live heap growths,
@@ -32,6 +35,7 @@ static GLOBAL: Counting = Counting;
 
 fn main() {
     empty_streams();
+    empty_forks();
     allocations_per_append();
     receipts();
 }
@@ -61,6 +65,58 @@ fn empty_streams() {
     report(
         "peak_heap_bytes_per_empty_stream",
         peak.saturating_sub(before) as f64 / n,
+        "bytes",
+    );
+    drop(machine);
+}
+
+/// Heap bytes per empty fork of one source (the fork's stream plus the
+/// source's pin).
+fn empty_forks() {
+    let count = scale(100_000, 2_000);
+    let ids = stream_ids("memory", "f-", 6, count);
+    let source = strand_model::BucketStreamId::new("memory", "source");
+    let mut machine = StreamStateMachine::new();
+    create_bucket(&mut machine, "memory");
+    expect_ok(
+        &machine.apply(create_stream(source.clone(), OCTET)),
+        "create source",
+    );
+    let before = live_bytes();
+    for id in &ids {
+        let pinned = machine.apply(strand_machine::StreamCommand::PinForkSource {
+            stream_id: source.clone(),
+            fork_stream_id: id.clone(),
+            fork_offset: None,
+            now_ms: 1_000,
+        });
+        let strand_machine::StreamResponse::ForkSourcePinned { pin, .. } = pinned else {
+            panic!("pin refused: {pinned:?}");
+        };
+        let created = machine.apply(strand_machine::StreamCommand::CreateFork {
+            stream_id: id.clone(),
+            source_stream_id: source.clone(),
+            fork_offset: 0,
+            fork_offset_given: false,
+            pin,
+            sub_offset: 0,
+            inherited_start: 0,
+            first_record: None,
+            content_type: OCTET.to_owned(),
+            prefix: Bytes::new(),
+            initial_payload: Bytes::new(),
+            close_after: false,
+            stream_ttl_seconds: None,
+            stream_expires_at_ms: None,
+            attrs: None,
+            now_ms: 1_000,
+        });
+        expect_ok(&created, "create fork");
+    }
+    let after = live_bytes();
+    report(
+        "heap_bytes_per_empty_fork",
+        after.saturating_sub(before) as f64 / count as f64,
         "bytes",
     );
     drop(machine);
