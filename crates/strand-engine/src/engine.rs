@@ -19,6 +19,30 @@ use crate::ops::{
 use crate::placement::group_of;
 use crate::waiters::{AppendNotice, Wake};
 
+/// The future a [`ColdReader`] answers with.
+pub type ColdRead<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<ReadOutcome, EngineError>> + Send + 'a>,
+>;
+
+/// A cold tier the engine hands reads that reach below a hot buffer
+/// (installed with [`Engine::set_cold_reader`]; the engine cannot depend
+/// on the crate that implements it).
+pub trait ColdReader: Send + Sync + 'static {
+    /// Reads up to `max_len` bytes of `stream_id` from `offset`, whatever
+    /// tier holds them, as one page. `through` is a fork reading through
+    /// the stream: expiry and soft deletion must not stop it (the
+    /// machine's `read_plan_through`); otherwise it is a reader's own read
+    /// (`read_plan_at`).
+    fn read_cold(
+        &self,
+        engine: Engine,
+        stream_id: BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        through: bool,
+    ) -> ColdRead<'_>;
+}
+
 /// How an engine is sized.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -97,6 +121,7 @@ pub(crate) struct Inner {
     waiters: Arc<Semaphore>,
     shutdown: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    cold: std::sync::OnceLock<Arc<dyn ColdReader>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -137,6 +162,7 @@ impl Engine {
                 waiters: Arc::new(Semaphore::new(config.max_waiters)),
                 shutdown,
                 tasks: std::sync::Mutex::new(tasks),
+                cold: std::sync::OnceLock::new(),
             }),
         };
         let janitor = tokio::spawn(crate::forks::deliver_unpins(
@@ -310,6 +336,13 @@ impl Engine {
             .await?;
         match reply {
             ReadReply::Data(outcome) => Ok(outcome),
+            ReadReply::Cold { offset, error } => match self.cold_reader() {
+                Some(cold) => {
+                    cold.read_cold(self.clone(), stream_id, offset, max_len, false)
+                        .await
+                }
+                None => Ok(Err(error)),
+            },
             ReadReply::Inherited {
                 offset,
                 content_type,
@@ -339,6 +372,17 @@ impl Engine {
             reply,
         })
         .await
+    }
+
+    /// Installs the cold tier that serves reads below the hot buffers.
+    /// Only the first call takes effect; it answers whether it did.
+    pub fn set_cold_reader(&self, reader: Arc<dyn ColdReader>) -> bool {
+        self.inner.cold.set(reader).is_ok()
+    }
+
+    /// The installed cold tier, if any.
+    pub(crate) fn cold_reader(&self) -> Option<&Arc<dyn ColdReader>> {
+        self.inner.cold.get()
     }
 
     /// Upgrades the janitor's weak handle.

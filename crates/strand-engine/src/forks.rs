@@ -348,6 +348,18 @@ impl Engine {
                 match self.read_once(&owner, at, span, true).await? {
                     ReadReply::Data(Ok(read)) => break read,
                     ReadReply::Data(Err(e)) => return Ok(Err(e)),
+                    ReadReply::Cold { offset, error } => {
+                        let Some(cold) = self.cold_reader() else {
+                            return Ok(Err(error));
+                        };
+                        match cold
+                            .read_cold(self.clone(), owner.clone(), offset, span, true)
+                            .await?
+                        {
+                            Ok(read) => break read,
+                            Err(e) => return Ok(Err(e)),
+                        }
+                    }
                     ReadReply::Inherited {
                         source,
                         cap: c,

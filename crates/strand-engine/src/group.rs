@@ -79,6 +79,10 @@ pub(crate) enum Op {
 pub(crate) enum ReadReply {
     /// The group's own bytes (or its error).
     Data(ReadOutcome),
+    /// The range at `offset` is not in the hot buffer: a cold-tier read
+    /// ([`crate::ColdReader`]) must serve it; `error` is the machine's
+    /// answer when there is no cold tier.
+    Cold { offset: u64, error: StreamResponse },
     /// `offset` lies below the stream's fork offset `cap`: read `source`.
     Inherited {
         source: BucketStreamId,
@@ -397,7 +401,10 @@ impl GroupCore {
                 content_type: self.content_type(id),
             };
         }
-        ReadReply::Data(self.machine.read_hot_at(id, offset, max_len, now_ms))
+        cold_or_data(
+            offset,
+            self.machine.read_hot_at(id, offset, max_len, now_ms),
+        )
     }
 
     fn content_type(&self, id: &BucketStreamId) -> String {
@@ -424,12 +431,22 @@ impl GroupCore {
                 content_type: self.content_type(id),
             };
         }
-        ReadReply::Data(self.machine.read_hot_through(id, offset, max_len))
+        cold_or_data(offset, self.machine.read_hot_through(id, offset, max_len))
     }
 
     /// Ends every parked reader (shutdown).
     pub(crate) fn shutdown(&mut self) {
         self.waiters.wake_all(&Wake::Shutdown);
+    }
+}
+
+/// A hot read's answer, or the cold tier's turn when the range is not hot.
+fn cold_or_data(offset: u64, outcome: ReadOutcome) -> ReadReply {
+    match outcome {
+        Err(error) if error.error_code() == Some(strand::StreamErrorCode::InvalidColdFlush) => {
+            ReadReply::Cold { offset, error }
+        }
+        other => ReadReply::Data(other),
     }
 }
 

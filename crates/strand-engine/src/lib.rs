@@ -23,7 +23,9 @@ mod placement;
 mod waiters;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use engine::{Engine, EngineConfig, EngineError, WaitOutcome, WaiterPermit};
+pub use engine::{
+    ColdRead, ColdReader, Engine, EngineConfig, EngineError, WaitOutcome, WaiterPermit,
+};
 pub use forks::{ForkRequest, MAX_FORK_DEPTH};
 pub use group::{media_type, same_media_type};
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
