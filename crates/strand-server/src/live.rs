@@ -53,18 +53,48 @@ pub async fn read_page(
 }
 
 async fn read_hot(state: &AppState, target: &StreamRequest, from: ReadFrom) -> ApiResult<HotRead> {
-    let outcome = state
-        .engine
-        .read(target.id.clone(), from, state.config.read_page_bytes())
-        .await?;
+    let outcome = read_outcome(state, &target.id, from, state.config.read_page_bytes()).await?;
     outcome.map_err(|e| read_error(&e, target))
+}
+
+/// Reads a page from the hot buffer (zero-copy) and, when it starts below
+/// the hot buffer and a cold tier is configured, from the cold tier.
+pub async fn read_outcome(
+    state: &AppState,
+    id: &strand::BucketStreamId,
+    from: ReadFrom,
+    max_len: usize,
+) -> ApiResult<strand_engine::ReadOutcome> {
+    let outcome = state.engine.read(id.clone(), from, max_len).await?;
+    let Some(cold) = &state.cold else {
+        return Ok(outcome);
+    };
+    match outcome {
+        Err(e) if e.error_code() == Some(StreamErrorCode::InvalidColdFlush) => cold
+            .read(&state.engine, id.clone(), from, max_len)
+            .await
+            .map_err(cold_error),
+        other => Ok(other),
+    }
+}
+
+fn cold_error(e: strand_cold::ColdReadError) -> ApiError {
+    match e {
+        strand_cold::ColdReadError::Engine(e) => ApiError::from(e),
+        other => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the cold tier cannot serve this range now: {other}"),
+        )
+        .with_header("retry-after", "1"),
+    }
 }
 
 fn read_error(e: &StreamResponse, target: &StreamRequest) -> ApiError {
     match e.error_code() {
         Some(StreamErrorCode::InvalidColdFlush) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "this range is in the cold tier, which this server does not serve yet",
+            "this range is in the cold tier, which this server does not serve \
+             (start it with --cold-dir or --cold-url)",
         ),
         _ => ApiError::from_machine(e, target.layout),
     }
@@ -293,16 +323,14 @@ impl SseSession {
             let read = match self.pending.take() {
                 Some(read) => read,
                 None => {
-                    let outcome = self
-                        .state
-                        .engine
-                        .read(
-                            self.target.id.clone(),
-                            ReadFrom::Offset(self.offset),
-                            self.state.config.read_page_bytes(),
-                        )
-                        .await
-                        .ok()?;
+                    let outcome = read_outcome(
+                        &self.state,
+                        &self.target.id,
+                        ReadFrom::Offset(self.offset),
+                        self.state.config.read_page_bytes(),
+                    )
+                    .await
+                    .ok()?;
                     outcome.ok()?
                 }
             };

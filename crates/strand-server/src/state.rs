@@ -26,4 +26,30 @@ pub struct AppState {
     pub origins: Arc<Origins>,
     /// Per-token request rate and live-reader limits.
     pub limits: Arc<Limits>,
+    /// The cold tier (`--cold-dir`, `--cold-url`), if configured.
+    pub cold: Option<strand_cold::ColdTier>,
+}
+
+impl AppState {
+    /// Lets a write of `bytes` hot bytes in under `--max-hot-bytes`, or
+    /// refuses it with 503 and `Retry-After: 1` while flushing catches up.
+    pub fn admit(
+        &self,
+        bytes: usize,
+    ) -> Result<Option<strand_cold::Admission<'_>>, crate::errors::ApiError> {
+        let Some(cold) = &self.cold else {
+            return Ok(None);
+        };
+        match cold
+            .budget()
+            .admit(u64::try_from(bytes).unwrap_or(u64::MAX))
+        {
+            Some(admission) => Ok(Some(admission)),
+            None => Err(crate::errors::ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "the node's hot memory is full (--max-hot-bytes); the cold tier is catching up",
+            )
+            .with_header("retry-after", "1")),
+        }
+    }
 }

@@ -146,6 +146,7 @@ async fn create(
         })?),
     };
     let now_ms = state.engine.now_ms();
+    let initial_len = payload.len();
     let command = StreamCommand::CreateStream {
         stream_id: target.id.clone(),
         content_type: content_type.clone(),
@@ -158,6 +159,7 @@ async fn create(
         attrs,
         now_ms,
     };
+    let _admission = state.admit(initial_len)?;
     let response = state.engine.create_stream(command, true).await?;
     let (status, next_offset, closed, content_type) = match response {
         StreamResponse::Created {
@@ -235,6 +237,7 @@ async fn append(
         _ => body,
     };
     let has_producer = producer.is_some();
+    let _admission = state.admit(payload.len())?;
     let outcome = state
         .engine
         .write(WriteRequest {

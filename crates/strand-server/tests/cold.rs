@@ -1,0 +1,552 @@
+//! The cold tier through the server: flushes under a hot-memory limit,
+//! reads of flushed ranges (catch-up, long-poll, SSE), GC after deletes and
+//! purges, and a store that fails at random.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Resp, TestServer, off, read_sse, request};
+use hyper::{Method, StatusCode};
+use strand::{BucketStreamId, ColdGcTarget};
+use strand_cold::{
+    ColdBackend, ColdTier, FaultPlan, FaultyBackend, ObjectStoreBackend, SharedBackend,
+};
+use strand_engine::Engine;
+use strand_server::Config;
+
+/// The byte at `offset` of stream `s`: letters only, so SSE carries it as
+/// text, and different per stream and position.
+fn byte_at(s: usize, offset: u64) -> u8 {
+    let s = s as u64;
+    b'a' + u8::try_from((s * 13 + offset * 7 + offset / 101) % 26).unwrap()
+}
+
+fn bytes(s: usize, range: std::ops::Range<u64>) -> Vec<u8> {
+    range.map(|o| byte_at(s, o)).collect()
+}
+
+fn config(tweak: impl FnOnce(&mut Config)) -> Config {
+    let mut c = Config::for_listen("127.0.0.1:0".parse().unwrap());
+    c.long_poll_timeout_ms = 300;
+    c.groups = 4;
+    c.cold_flush_interval_ms = 5;
+    c.cold_gc_interval_ms = 20;
+    tweak(&mut c);
+    c
+}
+
+/// Sends a request built by `make`, again while it answers 503 (the
+/// hot-memory limit, or a cold store that failed), at most `tries` times.
+async fn retrying(tries: usize, make: impl Fn() -> common::Req) -> Resp {
+    for _ in 0..tries {
+        let r = make().send().await;
+        if r.status != StatusCode::SERVICE_UNAVAILABLE {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("still 503 after {tries} tries");
+}
+
+/// Creates `/v1/stream/{name}` as a text stream.
+async fn create(addr: std::net::SocketAddr, path: &str) {
+    let r = request(addr, Method::PUT, path)
+        .header("content-type", "text/plain")
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{path}");
+}
+
+/// Appends `len` bytes of stream `s` in pieces of `piece`.
+async fn fill(addr: std::net::SocketAddr, path: String, s: usize, len: u64, piece: u64) {
+    let mut at = 0;
+    while at < len {
+        let end = (at + piece).min(len);
+        let body = bytes(s, at..end);
+        let r = retrying(20_000, || {
+            request(addr, Method::POST, &path)
+                .header("content-type", "text/plain")
+                .body(body.clone())
+        })
+        .await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{path} at {at}");
+        assert_eq!(r.next(), off(end));
+        at = end;
+    }
+}
+
+/// Catch-up reads from `-1` to the tail.
+async fn read_all(addr: std::net::SocketAddr, path: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = "-1".to_owned();
+    for _ in 0..10_000 {
+        let url = format!("{path}?offset={offset}");
+        let r = retrying(2_000, || request(addr, Method::GET, &url)).await;
+        assert_eq!(r.status, StatusCode::OK, "{url}: {}", r.text());
+        out.extend_from_slice(&r.body);
+        offset = r.next();
+        if r.h("stream-up-to-date") == Some("true") {
+            return out;
+        }
+    }
+    panic!("{path} never caught up");
+}
+
+/// The data of an SSE response from `-1` until the first up-to-date
+/// control event.
+async fn read_sse_all(addr: std::net::SocketAddr, path: &str) -> Vec<u8> {
+    let url = format!("{path}?offset=-1&live=sse");
+    for _ in 0..200 {
+        let response = request(addr, Method::GET, &url).open().await;
+        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        }
+        assert_eq!(response.status(), StatusCode::OK);
+        let text = read_sse(response, Duration::from_secs(20), |t| {
+            t.contains("\"upToDate\":true")
+        })
+        .await;
+        assert!(
+            text.contains("\"upToDate\":true"),
+            "{path}: SSE never caught up"
+        );
+        let mut out = Vec::new();
+        let mut in_data = false;
+        for line in text.lines() {
+            if let Some(kind) = line.strip_prefix("event: ") {
+                in_data = kind == "data";
+            } else if let Some(data) = line.strip_prefix("data:")
+                && in_data
+            {
+                out.extend_from_slice(data.as_bytes());
+            }
+        }
+        return out;
+    }
+    panic!("{path}: SSE kept answering 503");
+}
+
+/// Every object path a live stream of the engine references.
+async fn referenced(engine: &Engine) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for g in 0..engine.group_count() {
+        let paths = engine
+            .query_group(g, |m| {
+                m.snapshot_without_streams()
+                    .shared_cold_object_owners
+                    .into_iter()
+                    .map(|o| o.s3_path)
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap();
+        out.extend(paths);
+    }
+    out
+}
+
+async fn pending_gc(engine: &Engine) -> usize {
+    let mut n = 0;
+    for g in 0..engine.group_count() {
+        n += engine
+            .query_group(g, |m| m.pending_cold_gc_len())
+            .await
+            .unwrap();
+    }
+    n
+}
+
+async fn listed(backend: &dyn ColdBackend) -> BTreeSet<String> {
+    backend
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect()
+}
+
+/// Samples the engine's hot-bytes gauge until stopped; returns the peak.
+fn sample_hot(engine: Engine, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
+    tokio::spawn(async move {
+        let mut peak = 0;
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(hot) = engine.hot_bytes().await {
+                peak = peak.max(hot);
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        peak
+    })
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_mib_over_200_streams_flush_under_the_limit_and_read_back_exact() {
+    const STREAMS: usize = 200;
+    const PER_STREAM: u64 = 256 * 1024; // 200 × 256 KiB = 50 MiB
+    const LIMIT: u64 = 8 * 1024 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(|c| {
+        c.cold_dir = Some(dir.path().join("cold"));
+        c.max_hot_bytes = Some(LIMIT);
+        c.cold_flush_bytes = 64 * 1024;
+        c.cold_chunk_bytes = 256 * 1024;
+        c.cold_pack_bytes = 1024 * 1024;
+    });
+    let cold = c.cold_tier().unwrap().unwrap();
+    let server = TestServer::start_cold(c, Some(cold.clone())).await;
+    let addr = server.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample_hot(server.engine.clone(), Arc::clone(&stop));
+
+    for s in 0..STREAMS {
+        create(addr, &format!("/v1/stream/cold-{s}")).await;
+    }
+    let started = Instant::now();
+    let mut writers = Vec::new();
+    for t in 0..16 {
+        writers.push(tokio::spawn(async move {
+            for s in (t..STREAMS).step_by(16) {
+                fill(
+                    addr,
+                    format!("/v1/stream/cold-{s}"),
+                    s,
+                    PER_STREAM,
+                    16 * 1024,
+                )
+                .await;
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let write_secs = started.elapsed().as_secs_f64();
+    let total = STREAMS as u64 * PER_STREAM;
+    // Let the workers flush what passed their threshold.
+    let mut flushed = 0;
+    for _ in 0..3_000 {
+        flushed = cold.stats().flushed_bytes.load(Ordering::Relaxed);
+        if flushed + 4 * 64 * 1024 >= total {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        flushed + 4 * 64 * 1024 >= total,
+        "flushed {flushed} of {total}"
+    );
+
+    // Every stream back, byte-exact: catch-up from -1, long-poll from an
+    // old offset, SSE from -1.
+    let read_started = Instant::now();
+    let mut readers = Vec::new();
+    for t in 0..4 {
+        readers.push(tokio::spawn(async move {
+            for s in (t..STREAMS).step_by(4) {
+                let path = format!("/v1/stream/cold-{s}");
+                let got = read_all(addr, &path).await;
+                assert!(got == bytes(s, 0..PER_STREAM), "{path}: catch-up differs");
+            }
+        }));
+    }
+    for r in readers {
+        r.await.unwrap();
+    }
+    let read_secs = read_started.elapsed().as_secs_f64();
+    for s in 0..STREAMS {
+        let path = format!("/v1/stream/cold-{s}");
+        let from = (s as u64 * 1237) % PER_STREAM;
+        let url = format!("{path}?offset={}&live=long-poll", off(from));
+        let r = retrying(2_000, || request(addr, Method::GET, &url)).await;
+        assert_eq!(r.status, StatusCode::OK, "{url}");
+        assert!(
+            r.body == bytes(s, from..PER_STREAM),
+            "{url}: long-poll differs"
+        );
+        assert_eq!(r.h("stream-up-to-date"), Some("true"));
+        let sse = read_sse_all(addr, &path).await;
+        assert!(sse == bytes(s, 0..PER_STREAM), "{path}: SSE differs");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let peak = sampler.await.unwrap();
+    let report = cold.report();
+    assert!(peak <= LIMIT, "hot bytes peaked at {peak} > {LIMIT}");
+    assert!(report.cold_reads > 0 && report.healthy);
+    let flush_secs = report.flush_ms as f64 / 1000.0;
+    eprintln!(
+        "COLD 50MiB: hot peak {:.2} MiB (limit {:.0} MiB), writes {:.1} MiB/s with {} refusals, \
+         flushed {:.1} MiB in {} uploads at {:.1} MiB/s of flush time, catch-up from cold {:.1} MiB/s",
+        mib(peak),
+        mib(LIMIT),
+        mib(total) / write_secs,
+        report.refused_writes,
+        mib(report.flushed_bytes),
+        report.uploads,
+        mib(report.flushed_bytes) / flush_secs.max(1e-9),
+        mib(total) / read_secs,
+    );
+    let status = server.get("/__strand/cold").send().await;
+    assert_eq!(status.status, StatusCode::OK);
+    let json: serde_json::Value = serde_json::from_slice(&status.body).unwrap();
+    assert_eq!(json["max_hot_bytes"], LIMIT);
+    assert!(json["flushed_bytes"].as_u64().unwrap() >= flushed);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_and_purges_reclaim_every_object_they_owned() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(|c| {
+        c.cold_dir = Some(dir.path().join("cold"));
+        c.cold_flush_bytes = 1;
+        c.cold_chunk_bytes = 8 * 1024;
+        c.cold_pack_bytes = 32 * 1024;
+    });
+    let cold = c.cold_tier().unwrap().unwrap();
+    let server = TestServer::start_cold(c, Some(cold.clone())).await;
+    let addr = server.addr;
+    for bucket in ["keep", "gone"] {
+        assert_eq!(
+            server.put(&format!("/{bucket}")).send().await.status,
+            StatusCode::CREATED
+        );
+        for s in 0..10 {
+            let path = format!("/{bucket}/s{s}");
+            create(addr, &path).await;
+            fill(addr, path, s, 20 * 1024, 4 * 1024).await;
+        }
+    }
+    for _ in 0..2_000 {
+        if server.engine.hot_bytes().await.unwrap() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.engine.hot_bytes().await.unwrap(), 0);
+    let before = listed(cold.backend().as_ref()).await;
+    assert!(!before.is_empty());
+    for s in 0..5 {
+        assert_eq!(
+            server.delete(&format!("/keep/s{s}")).send().await.status,
+            StatusCode::NO_CONTENT
+        );
+    }
+    let purge = server.delete("/__strand/purge/gone").send().await;
+    assert_eq!(purge.status, StatusCode::OK, "{}", purge.text());
+    // The deletes queued GC entries (not_before_ms 0); the workers drain
+    // them and delete the objects nothing references any more.
+    let mut done = false;
+    for _ in 0..2_000 {
+        if pending_gc(&server.engine).await == 0
+            && listed(cold.backend().as_ref()).await == referenced(&server.engine).await
+        {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(done, "GC queue or store not drained");
+    let after = listed(cold.backend().as_ref()).await;
+    assert!(after.len() < before.len());
+    for s in 5..10 {
+        let path = format!("/keep/s{s}");
+        assert!(
+            read_all(addr, &path).await == bytes(s, 0..20 * 1024),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        server.get("/keep/s0?offset=-1").send().await.status,
+        StatusCode::NOT_FOUND
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_loses_no_acknowledged_byte_and_leaves_no_orphan() {
+    const STREAMS: usize = 20;
+    const PER_STREAM: u64 = 64 * 1024;
+    let inner: SharedBackend = Arc::new(ObjectStoreBackend::memory());
+    let faulty = Arc::new(FaultyBackend::new(
+        Arc::clone(&inner),
+        FaultPlan {
+            fail_put_ppm: 200_000,
+            phantom_put_ppm: 100_000,
+            fail_get_ppm: 100_000,
+            fail_delete_ppm: 200_000,
+            fail_list_ppm: 100_000,
+            delay_ppm: 100_000,
+            max_delay: Duration::from_millis(5),
+        },
+        0x5eed,
+    ));
+    let c = config(|c| {
+        c.max_hot_bytes = Some(512 * 1024);
+        c.cold_flush_bytes = 1024;
+        c.cold_chunk_bytes = 8 * 1024;
+        c.cold_pack_bytes = 32 * 1024;
+        c.cold_sweep_interval_ms = 50;
+        c.cold_orphan_grace_ms = 0;
+    });
+    let mut cold_config = c.cold_config();
+    cold_config.retry_max = Duration::from_millis(50);
+    let backend: SharedBackend = faulty.clone();
+    let cold = ColdTier::new(backend, cold_config);
+    let server = TestServer::start_cold(c, Some(cold.clone())).await;
+    let addr = server.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample_hot(server.engine.clone(), Arc::clone(&stop));
+    for s in 0..STREAMS {
+        create(addr, &format!("/v1/stream/f-{s}")).await;
+    }
+    // An outage in the middle of the writes: they go on until the limit,
+    // then get 503 until the store is back.
+    let outage = {
+        let faulty = Arc::clone(&faulty);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            faulty.set_down(true);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            faulty.set_down(false);
+        })
+    };
+    let mut writers = Vec::new();
+    for t in 0..4 {
+        writers.push(tokio::spawn(async move {
+            for s in (t..STREAMS).step_by(4) {
+                fill(addr, format!("/v1/stream/f-{s}"), s, PER_STREAM, 4 * 1024).await;
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    outage.await.unwrap();
+    for s in 0..STREAMS {
+        let path = format!("/v1/stream/f-{s}");
+        assert!(
+            read_all(addr, &path).await == bytes(s, 0..PER_STREAM),
+            "{path}"
+        );
+    }
+    for s in 0..STREAMS / 2 {
+        let r = server.delete(&format!("/v1/stream/f-{s}")).send().await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+    }
+    // Eventually: the GC queue is empty and the store holds exactly the
+    // objects live streams reference (orphans of phantom puts and of
+    // deleted streams gone).
+    let mut clean = false;
+    for _ in 0..3_000 {
+        if pending_gc(&server.engine).await == 0
+            && listed(inner.as_ref()).await == referenced(&server.engine).await
+        {
+            clean = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(clean, "store not clean");
+    // Nothing a live stream references was deleted: all still readable.
+    for s in STREAMS / 2..STREAMS {
+        let path = format!("/v1/stream/f-{s}");
+        assert!(
+            read_all(addr, &path).await == bytes(s, 0..PER_STREAM),
+            "{path}"
+        );
+    }
+    let live = referenced(&server.engine).await;
+    let stored = listed(inner.as_ref()).await;
+    assert!(live.is_subset(&stored));
+    stop.store(true, Ordering::Relaxed);
+    let peak = sampler.await.unwrap();
+    assert!(peak <= 512 * 1024, "hot peak {peak}");
+    let report = cold.report();
+    assert!(report.store_errors > 0, "no fault was injected");
+    assert!(faulty.counts.phantoms.load(Ordering::Relaxed) > 0);
+    eprintln!("COLD faults: {report:?}");
+    server.stop().await;
+}
+
+/// A stream deleted and created again under the same name: the old
+/// stream's GC entry (its whole prefix) must not take the new stream's
+/// objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_stream_keeps_its_objects_when_the_old_ones_are_reclaimed() {
+    let c = config(|c| c.cold_flush_bytes = 1);
+    let inner: SharedBackend = Arc::new(ObjectStoreBackend::memory());
+    let faulty = Arc::new(FaultyBackend::new(
+        Arc::clone(&inner),
+        FaultPlan::default(),
+        1,
+    ));
+    let mut cold_config = c.cold_config();
+    cold_config.retry_max = Duration::from_millis(20);
+    let backend: SharedBackend = faulty.clone();
+    let cold = ColdTier::new(backend, cold_config);
+    let server = TestServer::start_cold(c, Some(cold.clone())).await;
+    let addr = server.addr;
+    let path = "/v1/stream/again";
+    let wait_cold = || async {
+        for _ in 0..2_000 {
+            if server.engine.hot_bytes().await.unwrap() == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("never flushed");
+    };
+    create(addr, path).await;
+    fill(addr, path.to_owned(), 1, 4096, 1024).await;
+    wait_cold().await;
+    // Deletes fail until the new stream's bytes are in the store, so its
+    // GC entry runs over a prefix that holds both streams' objects.
+    faulty.set_deletes_down(true);
+    assert_eq!(
+        server.delete(path).send().await.status,
+        StatusCode::NO_CONTENT
+    );
+    create(addr, path).await;
+    fill(addr, path.to_owned(), 2, 4096, 1024).await;
+    wait_cold().await;
+    let id = BucketStreamId::new("default", "again");
+    let queued = server
+        .engine
+        .query(&id, |m| m.pending_cold_gc_batch(16))
+        .await
+        .unwrap();
+    assert!(
+        queued
+            .iter()
+            .any(|e| matches!(&e.target, ColdGcTarget::Stream(s) if *s == id)),
+        "{queued:?}"
+    );
+    faulty.set_deletes_down(false);
+    let mut drained = false;
+    for _ in 0..2_000 {
+        if pending_gc(&server.engine).await == 0 {
+            drained = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(drained);
+    assert_eq!(
+        listed(inner.as_ref()).await,
+        referenced(&server.engine).await
+    );
+    assert!(read_all(addr, path).await == bytes(2, 0..4096));
+    server.stop().await;
+}
