@@ -32,7 +32,8 @@ pub struct AppState {
 
 impl AppState {
     /// Lets a write of `bytes` hot bytes in under `--max-hot-bytes`, or
-    /// refuses it with 503 and `Retry-After: 1` while flushing catches up.
+    /// refuses it with 503 and `Retry-After: 1` while flushing catches up
+    /// (413 when it could never fit).
     pub fn admit(
         &self,
         bytes: usize,
@@ -40,10 +41,15 @@ impl AppState {
         let Some(cold) = &self.cold else {
             return Ok(None);
         };
-        match cold
-            .budget()
-            .admit(u64::try_from(bytes).unwrap_or(u64::MAX))
-        {
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        if cold.budget().limit().is_some_and(|limit| bytes > limit) {
+            // It would never fit: waiting cannot help.
+            return Err(crate::errors::ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                "the body holds more bytes than the node's hot-memory limit (--max-hot-bytes)",
+            ));
+        }
+        match cold.budget().admit(bytes) {
             Some(admission) => Ok(Some(admission)),
             None => Err(crate::errors::ApiError::new(
                 axum::http::StatusCode::SERVICE_UNAVAILABLE,
