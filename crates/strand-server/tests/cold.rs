@@ -390,7 +390,11 @@ async fn a_failing_store_loses_no_acknowledged_byte_and_leaves_no_orphan() {
             delay_ppm: 100_000,
             max_delay: Duration::from_millis(5),
         },
-        0x5eed,
+        // STRAND_COLD_FAULT_SEED replays another sequence of faults.
+        std::env::var("STRAND_COLD_FAULT_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0x5eed),
     ));
     let c = config(|c| {
         c.max_hot_bytes = Some(512 * 1024);
