@@ -256,6 +256,10 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
         u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
     );
     let _ = sample(shared, engine).await;
+    if committed == 0 {
+        // The state moved under the plan; do not spin on it.
+        return Step::Idle;
+    }
     Step::Progress
 }
 
