@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Some("tools") => tools::ensure_all(&root),
         Some("vendor-conformance") => vendor::vendor_conformance(&root, &args[1..]),
         Some("loadtest") => loadtest::loadtest(&root, &args[1..]),
+        Some("cold-outage") => cold_outage(&root, &args[1..]),
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
         Some("help") | None => {
             print_help();
@@ -78,6 +79,11 @@ fn print_help() {
     println!("           against a release strand-server; --compare also runs them against the");
     println!("           node reference server and durable-streams-server 0.3.0 (installed into");
     println!("           target/peers) and prints strand's ratio to each; loopback only");
+    println!("  cold-outage [--seconds N]");
+    println!("           the cold tier's store taken down for N seconds (default 30) under");
+    println!("           write load through strand-server: prints accepted write rates before,");
+    println!("           during and after, refusals, the hot-bytes peak against the limit and");
+    println!("           the recovery time; checks that no acknowledged byte is lost");
     println!("  vendor-conformance [DIR]");
     println!("           refresh tests/conformance (FORMAT.md, SUMMARY.md, traces.tar.zst)");
     println!("           from DIR (default ../shared/conformance); deterministic");
@@ -218,6 +224,33 @@ fn step_doc(root: &Path) -> Result<(), String> {
     let mut cmd = cargo(root);
     cmd.args(["doc", "--workspace", "--no-deps"]);
     cmd.env("RUSTDOCFLAGS", "-D warnings");
+    run(cmd)
+}
+
+/// `cargo xtask cold-outage [--seconds N]`: the ignored measurement of
+/// `crates/strand-server/tests/cold.rs` (a store down for N seconds under
+/// write load), too long for `ci`.
+fn cold_outage(root: &Path, args: &[String]) -> Result<(), String> {
+    let seconds = match args {
+        [] => 30,
+        [flag, n] if flag == "--seconds" => n
+            .parse::<u64>()
+            .map_err(|_| format!("--seconds needs a whole number, not {n:?}"))?,
+        _ => return Err("usage: cargo xtask cold-outage [--seconds N]".into()),
+    };
+    let mut cmd = cargo(root);
+    cmd.args([
+        "test",
+        "-p",
+        "strand-server",
+        "--test",
+        "cold",
+        "store_down_for_30_seconds_under_write_load",
+        "--",
+        "--ignored",
+        "--nocapture",
+    ]);
+    cmd.env("STRAND_COLD_OUTAGE_SECS", seconds.to_string());
     run(cmd)
 }
 

@@ -220,6 +220,16 @@ impl Engine {
         .await
     }
 
+    /// Applies a command in one group by index (group-wide commands a
+    /// worker issues for its group, such as `AckColdGc`).
+    pub async fn apply_in_group(
+        &self,
+        group: usize,
+        command: StreamCommand,
+    ) -> Result<StreamResponse, EngineError> {
+        self.call(group, |reply| Op::Apply { command, reply }).await
+    }
+
     /// Applies a command in every group, in group order (bucket-wide
     /// commands: create, quota, purge).
     pub async fn apply_all(

@@ -15,7 +15,7 @@ use strand::{
 use tokio::sync::{Notify, watch};
 
 use crate::engine::{Engine, EngineError, Inner};
-use crate::group::{Op, ReadReply};
+use crate::group::ReadReply;
 use crate::ops::ReadOutcome;
 
 /// The longest fork chain a read follows (a fork of a fork of …).
@@ -476,13 +476,5 @@ impl Engine {
             }
         }
         true
-    }
-
-    async fn apply_in_group(
-        &self,
-        group: usize,
-        command: StreamCommand,
-    ) -> Result<StreamResponse, EngineError> {
-        self.call(group, |reply| Op::Apply { command, reply }).await
     }
 }

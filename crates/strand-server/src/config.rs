@@ -123,6 +123,46 @@ pub struct Config {
     /// from the last control event's offset.
     #[arg(long, default_value_t = 300_000)]
     pub sse_max_duration_ms: u64,
+    /// Keep the cold tier in this directory (the local filesystem
+    /// backend): the flush workers move hot bytes there and reads fetch
+    /// them back.
+    #[arg(long, conflicts_with = "cold_url")]
+    pub cold_dir: Option<PathBuf>,
+    /// Keep the cold tier in S3: `s3://bucket/prefix`, with credentials,
+    /// region and endpoint from the usual AWS environment variables
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+    /// `AWS_ENDPOINT_URL`).
+    #[arg(long)]
+    pub cold_url: Option<String>,
+    /// The node's hot-memory limit in bytes: above half of it the flush
+    /// workers flush whatever the planner offers; a write that would pass
+    /// it gets 503 with `Retry-After: 1`. Needs a cold tier.
+    #[arg(long)]
+    pub max_hot_bytes: Option<u64>,
+    /// A group flushes on its own once its hot bytes reach this many.
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub cold_flush_bytes: usize,
+    /// Largest piece of one stream in one flush, in bytes.
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub cold_chunk_bytes: usize,
+    /// Largest flush upload (one object; several small streams share a
+    /// pack), in bytes.
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    pub cold_pack_bytes: usize,
+    /// How often each group looks for flush work, in milliseconds.
+    #[arg(long, default_value_t = 1_000)]
+    pub cold_flush_interval_ms: u64,
+    /// How often each group reads its cold GC queue, in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    pub cold_gc_interval_ms: u64,
+    /// How often each group lists its objects for orphans, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 600_000)]
+    pub cold_sweep_interval_ms: u64,
+    /// An unreferenced object younger than this (in milliseconds) is not
+    /// an orphan yet.
+    #[arg(long, default_value_t = 3_600_000)]
+    pub cold_orphan_grace_ms: u64,
 }
 
 impl Config {
@@ -158,6 +198,48 @@ impl Config {
     /// The long-poll timeout.
     pub fn long_poll_timeout(&self) -> Duration {
         Duration::from_millis(self.long_poll_timeout_ms.max(1))
+    }
+
+    /// The cold tier's configuration.
+    pub fn cold_config(&self) -> strand_cold::ColdConfig {
+        strand_cold::ColdConfig {
+            flush_min_bytes: self.cold_flush_bytes.max(1),
+            chunk_max_bytes: self.cold_chunk_bytes.max(1),
+            pack_max_bytes: self.cold_pack_bytes.max(1),
+            flush_interval: Duration::from_millis(self.cold_flush_interval_ms.max(1)),
+            gc_interval: Duration::from_millis(self.cold_gc_interval_ms.max(1)),
+            sweep_interval: Duration::from_millis(self.cold_sweep_interval_ms.max(1)),
+            orphan_grace: Duration::from_millis(self.cold_orphan_grace_ms),
+            max_hot_bytes: self.max_hot_bytes,
+            ..strand_cold::ColdConfig::default()
+        }
+    }
+
+    /// The cold tier the configuration asks for: `None` without
+    /// `--cold-dir` or `--cold-url`.
+    pub fn cold_tier(&self) -> Result<Option<strand_cold::ColdTier>, String> {
+        let backend: strand_cold::SharedBackend = match (&self.cold_dir, &self.cold_url) {
+            (Some(dir), _) => std::sync::Arc::new(
+                strand_cold::ObjectStoreBackend::local(dir)
+                    .map_err(|e| format!("--cold-dir {}: {e}", dir.display()))?,
+            ),
+            (None, Some(url)) => std::sync::Arc::new(
+                strand_cold::ObjectStoreBackend::s3(url)
+                    .map_err(|e| format!("--cold-url {url}: {e}"))?,
+            ),
+            (None, None) => {
+                if self.max_hot_bytes.is_some() {
+                    return Err(
+                        "--max-hot-bytes needs a cold tier (--cold-dir or --cold-url)".to_owned(),
+                    );
+                }
+                return Ok(None);
+            }
+        };
+        Ok(Some(strand_cold::ColdTier::new(
+            backend,
+            self.cold_config(),
+        )))
     }
 
     /// The page size for reads: at least one body longer than the largest

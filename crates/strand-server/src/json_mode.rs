@@ -71,16 +71,30 @@ pub fn render_array(slices: &[Bytes]) -> Bytes {
     let mut out = BytesMut::with_capacity(len + 2);
     out.put_u8(b'[');
     let mut first = true;
+    // A value may continue from one slice into the next (cold-tier pieces
+    // are cut at byte counts, not at value boundaries).
+    let mut inside = false;
     for slice in slices {
-        for line in slice.split(|&b| b == b'\n') {
-            if line.is_empty() {
-                continue;
+        let mut rest: &[u8] = slice;
+        while !rest.is_empty() {
+            let (part, ended, next) = match rest.iter().position(|&b| b == b'\n') {
+                Some(p) => (&rest[..p], true, &rest[p + 1..]),
+                None => (rest, false, &[][..]),
+            };
+            if !part.is_empty() {
+                if !inside {
+                    if !first {
+                        out.put_u8(b',');
+                    }
+                    first = false;
+                    inside = true;
+                }
+                out.put_slice(part);
             }
-            if !first {
-                out.put_u8(b',');
+            if ended {
+                inside = false;
             }
-            first = false;
-            out.put_slice(line);
+            rest = next;
         }
     }
     out.put_u8(b']');
@@ -105,6 +119,19 @@ pub fn whole_values_len(slices: &[Bytes]) -> usize {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_cut_across_slices_render_whole() {
+        let slices = [
+            Bytes::from_static(b"{\"a\":"),
+            Bytes::from_static(b"1}\n{\"b\""),
+            Bytes::from_static(b":2}"),
+            Bytes::from_static(b"\n"),
+            Bytes::from_static(b"3\n"),
+        ];
+        assert_eq!(&render_array(&slices)[..], br#"[{"a":1},{"b":2},3]"#);
+        assert_eq!(&render_array(&[])[..], b"[]");
+    }
 
     #[test]
     fn arrays_are_flattened_one_level_and_minified() {

@@ -6,8 +6,8 @@
 //! (`sse`), live reads (`live`), CORS and security headers (`cors`), the
 //! status mapping (`errors`) and the routes (`routes`: the Durable Streams
 //! mount, the bucketed layout, the admin plane). State, concurrency and
-//! wake-ups belong to `strand-engine`; this crate never touches a machine
-//! directly.
+//! wake-ups belong to `strand-engine`, object storage and the flush and GC
+//! workers to `strand-cold`; this crate never touches a machine directly.
 
 pub mod auth;
 pub mod body;
@@ -49,8 +49,14 @@ pub fn app(
     engine: Engine,
     shutdown: watch::Receiver<bool>,
     verifier: Option<auth::Verifier>,
+    cold: Option<strand_cold::ColdTier>,
 ) -> Router {
     let origins = cors::Origins::for_config(&config.cors_origin, config.listen.ip().is_loopback());
+    // The engine reads below its hot buffers through the cold tier: a
+    // stream's own reads and a fork's reads through its sources alike.
+    if let Some(tier) = &cold {
+        tier.install(&engine);
+    }
     routes::router(AppState {
         engine,
         shutdown,
@@ -61,6 +67,7 @@ pub fn app(
         verifier: verifier.map(Arc::new),
         origins: Arc::new(origins),
         config,
+        cold,
     })
 }
 
@@ -86,18 +93,33 @@ pub async fn serve(
     serve_with_engine(config, listener, engine, signal).await
 }
 
-/// [`serve`] with an engine the caller built (tests inject a clock).
+/// [`serve`] with an engine the caller built (tests inject a clock); the
+/// cold tier is the one the configuration asks for.
 pub async fn serve_with_engine(
     config: Config,
     listener: TcpListener,
     engine: Engine,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let cold = config.cold_tier().map_err(std::io::Error::other)?;
+    serve_with_cold(config, listener, engine, cold, signal).await
+}
+
+/// [`serve_with_engine`] with a cold tier the caller built (tests wrap
+/// its backend): its workers run beside the engine while the server does.
+pub async fn serve_with_cold(
+    config: Config,
+    listener: TcpListener,
+    engine: Engine,
+    cold: Option<strand_cold::ColdTier>,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let verifier = config.verifier().map_err(std::io::Error::other)?;
     let tls = tls::acceptor(&config).map_err(std::io::Error::other)?;
     let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let router = app(Arc::new(config), engine.clone(), stop_rx, verifier);
+    let workers = cold.as_ref().map(|c| c.start(&engine));
+    let router = app(Arc::new(config), engine.clone(), stop_rx, verifier, cold);
     let graceful = GracefulShutdown::new();
     let mut signal = std::pin::pin!(signal);
     loop {
@@ -153,6 +175,9 @@ pub async fn serve_with_engine(
     drop(listener);
     let _ = stop_tx.send(true);
     graceful.shutdown().await;
+    if let Some(workers) = workers {
+        workers.stop().await;
+    }
     engine.shutdown().await;
     Ok(())
 }

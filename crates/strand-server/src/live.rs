@@ -53,18 +53,36 @@ pub async fn read_page(
 }
 
 async fn read_hot(state: &AppState, target: &StreamRequest, from: ReadFrom) -> ApiResult<HotRead> {
-    let outcome = state
-        .engine
-        .read(target.id.clone(), from, state.config.read_page_bytes())
-        .await?;
-    outcome.map_err(|e| read_error(&e, target))
+    let outcome = read_outcome(state, &target.id, from, state.config.read_page_bytes()).await?;
+    outcome.map_err(|e| read_error(&e, target, state.cold.is_some()))
 }
 
-fn read_error(e: &StreamResponse, target: &StreamRequest) -> ApiError {
-    match e.error_code() {
-        Some(StreamErrorCode::InvalidColdFlush) => ApiError::new(
+/// Reads a page wherever its bytes live: the hot buffer (zero-copy) and,
+/// below it, the cold tier the engine was given (`ColdTier::install`), a
+/// fork's inherited range included.
+pub async fn read_outcome(
+    state: &AppState,
+    id: &strand::BucketStreamId,
+    from: ReadFrom,
+    max_len: usize,
+) -> ApiResult<strand_engine::ReadOutcome> {
+    Ok(state.engine.read(id.clone(), from, max_len).await?)
+}
+
+fn read_error(e: &StreamResponse, target: &StreamRequest, cold: bool) -> ApiError {
+    match (e.error_code(), e) {
+        // With a cold tier the message says what failed (the store); the
+        // client retries.
+        (Some(StreamErrorCode::InvalidColdFlush), StreamResponse::Error { message, .. })
+            if cold =>
+        {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message.clone())
+                .with_header("retry-after", "1")
+        }
+        (Some(StreamErrorCode::InvalidColdFlush), _) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "this range is in the cold tier, which this server does not serve yet",
+            "this range is in the cold tier, which this server does not serve \
+             (start it with --cold-dir or --cold-url)",
         ),
         _ => ApiError::from_machine(e, target.layout),
     }
@@ -293,16 +311,14 @@ impl SseSession {
             let read = match self.pending.take() {
                 Some(read) => read,
                 None => {
-                    let outcome = self
-                        .state
-                        .engine
-                        .read(
-                            self.target.id.clone(),
-                            ReadFrom::Offset(self.offset),
-                            self.state.config.read_page_bytes(),
-                        )
-                        .await
-                        .ok()?;
+                    let outcome = read_outcome(
+                        &self.state,
+                        &self.target.id,
+                        ReadFrom::Offset(self.offset),
+                        self.state.config.read_page_bytes(),
+                    )
+                    .await
+                    .ok()?;
                     outcome.ok()?
                 }
             };

@@ -54,6 +54,10 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = config.cold_tier() {
+        eprintln!("strand-server: {e}");
+        return ExitCode::from(2);
+    }
     if let Some(warning) = config.unauthenticated_warning(auth_on) {
         eprintln!("strand-server: {warning}");
     }

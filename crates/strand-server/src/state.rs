@@ -26,4 +26,36 @@ pub struct AppState {
     pub origins: Arc<Origins>,
     /// Per-token request rate and live-reader limits.
     pub limits: Arc<Limits>,
+    /// The cold tier (`--cold-dir`, `--cold-url`), if configured.
+    pub cold: Option<strand_cold::ColdTier>,
+}
+
+impl AppState {
+    /// Lets a write of `bytes` hot bytes in under `--max-hot-bytes`, or
+    /// refuses it with 503 and `Retry-After: 1` while flushing catches up
+    /// (413 when it could never fit).
+    pub fn admit(
+        &self,
+        bytes: usize,
+    ) -> Result<Option<strand_cold::Admission<'_>>, crate::errors::ApiError> {
+        let Some(cold) = &self.cold else {
+            return Ok(None);
+        };
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        if cold.budget().limit().is_some_and(|limit| bytes > limit) {
+            // It would never fit: waiting cannot help.
+            return Err(crate::errors::ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                "the body holds more bytes than the node's hot-memory limit (--max-hot-bytes)",
+            ));
+        }
+        match cold.budget().admit(bytes) {
+            Some(admission) => Ok(Some(admission)),
+            None => Err(crate::errors::ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "the node's hot memory is full (--max-hot-bytes); the cold tier is catching up",
+            )
+            .with_header("retry-after", "1")),
+        }
+    }
 }

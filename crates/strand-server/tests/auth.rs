@@ -647,3 +647,38 @@ async fn eddsa_tokens_from_a_jwks_file() {
     assert_eq!(hs.status, StatusCode::UNAUTHORIZED);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_cold_report_needs_admin_on_every_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let cold = dir.path().join("cold");
+    let s = TestServer::start_with(|c| {
+        c.auth_secret_file = Some(secret.clone());
+        c.cold_dir = Some(cold.clone());
+    })
+    .await;
+    assert_eq!(
+        s.get("/__strand/cold").send().await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let one_bucket = token(&[("default", &[Right::Admin])], far());
+    let r = s
+        .get("/__strand/cold")
+        .header("authorization", &format!("Bearer {one_bucket}"))
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let every = token(&[("*", &[Right::Admin])], far());
+    let r = s
+        .get("/__strand/cold")
+        .header("authorization", &format!("Bearer {every}"))
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let report: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert!(report["backend"].as_str().unwrap().starts_with("local:"));
+    assert_eq!(report["healthy"], true);
+    s.stop().await;
+}

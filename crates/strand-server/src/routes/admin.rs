@@ -1,5 +1,5 @@
 //! The admin plane under `/__strand/`: bucket quota, usage and purge
-//! (spec 08 §22).
+//! (spec 08 §22), and the cold tier's status (`GET /__strand/cold`).
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
@@ -40,6 +40,12 @@ pub async fn handle(
     body: Body,
 ) -> Result<Response, ApiError> {
     match (method, rest) {
+        (&Method::GET, [kind]) if kind == "cold" => match &state.cold {
+            Some(cold) => Ok(json(StatusCode::OK, &cold.report())),
+            None => Err(ApiError::not_found(
+                "no cold tier is configured (--cold-dir or --cold-url)",
+            )),
+        },
         (&Method::PUT, [kind, bucket]) if kind == "quota" => {
             let bytes = read_limited(body, 64 * 1024).await?;
             let quota: QuotaBody = serde_json::from_slice(&bytes)

@@ -211,6 +211,7 @@ async fn append_batch(
         });
     let body = read_limited(body, state.config.max_body_bytes).await?;
     let frames = split_frames(&body)?;
+    let _admission = state.admit(body.len())?;
     let lengths: Vec<u64> = frames
         .iter()
         .map(|f| u64::try_from(f.len()).unwrap_or(u64::MAX))
@@ -332,6 +333,7 @@ async fn transaction(state: &AppState, bucket: &str, affinity: &str, body: Body)
         });
     }
     let placement = BucketStreamId::with_affinity(bucket, affinity, "placement");
+    let _admission = state.admit(bytes.len())?;
     let outcome = state.engine.transaction(&placement, commands).await?;
     let responses = outcome.map_err(|e| machine(&e))?;
     let results: Vec<serde_json::Value> = ids
@@ -519,14 +521,20 @@ async fn bootstrap(state: &AppState, id: BucketStreamId) -> ApiResult {
             ),
         ));
     }
-    let read = state
-        .engine
-        .read(id.clone(), ReadFrom::Offset(from), span)
+    let read = crate::live::read_outcome(state, &id, ReadFrom::Offset(from), span)
         .await?
-        .map_err(|e| match e.error_code() {
-            Some(strand::StreamErrorCode::InvalidColdFlush) => ApiError::new(
+        .map_err(|e| match (e.error_code(), &e) {
+            (
+                Some(strand::StreamErrorCode::InvalidColdFlush),
+                StreamResponse::Error { message, .. },
+            ) if state.cold.is_some() => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message.clone())
+                    .with_header("retry-after", "1")
+            }
+            (Some(strand::StreamErrorCode::InvalidColdFlush), _) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "part of this stream is in the cold tier, which this server does not serve yet",
+                "part of this stream is in the cold tier, which this server does not serve \
+                 (start it with --cold-dir or --cold-url)",
             ),
             _ => machine(&e),
         })?;

@@ -206,6 +206,7 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
             Some((first, rest)) if first == "__strand" => {
                 let subject = match rest {
                     [_, bucket] => authorize(bucket, None, Right::Admin)?,
+                    [kind] if kind == "cold" => authorize("*", None, Right::Admin)?,
                     _ => return Err(ApiError::not_found("no such admin route")),
                 };
                 (subject, admin::handle(&state, &method, rest, body).await)

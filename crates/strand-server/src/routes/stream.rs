@@ -151,6 +151,7 @@ async fn create(
         })?),
     };
     let now_ms = state.engine.now_ms();
+    let initial_len = payload.len();
     let command = StreamCommand::CreateStream {
         stream_id: target.id.clone(),
         content_type: content_type.clone(),
@@ -163,6 +164,7 @@ async fn create(
         attrs,
         now_ms,
     };
+    let _admission = state.admit(initial_len)?;
     let response = state.engine.create_stream(command, true).await?;
     created_response(&response, content_type, headers, target)
 }
@@ -382,6 +384,7 @@ async fn append(
         _ => body,
     };
     let has_producer = producer.is_some();
+    let _admission = state.admit(payload.len())?;
     let outcome = state
         .engine
         .write(WriteRequest {

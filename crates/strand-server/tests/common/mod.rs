@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use strand_engine::{Engine, ManualClock};
-use strand_server::{Config, engine_config, serve_with_engine};
+use strand_server::{Config, engine_config, serve_with_cold};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -24,6 +24,7 @@ pub const START_MS: u64 = 1_767_225_600_000;
 pub struct TestServer {
     pub addr: SocketAddr,
     pub clock: ManualClock,
+    pub engine: Engine,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -39,17 +40,31 @@ impl TestServer {
         let mut config = Config::for_listen("127.0.0.1:0".parse().unwrap());
         config.long_poll_timeout_ms = 300;
         tweak(&mut config);
+        let cold = config.cold_tier().unwrap();
+        Self::start_cold(config, cold).await
+    }
+
+    /// Starts a server with this configuration and cold tier (tests that
+    /// wrap the cold backend build it themselves).
+    pub async fn start_cold(config: Config, cold: Option<strand_cold::ColdTier>) -> Self {
         let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let clock = ManualClock::new(START_MS);
         let engine = Engine::start_with_clock(engine_config(&config), Arc::new(clock.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_with_engine(config, listener, engine, async move {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(serve_with_cold(
+            config,
+            listener,
+            engine.clone(),
+            cold,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         Self {
             addr,
             clock,
+            engine,
             stop: Some(stop),
             task: Some(task),
         }
@@ -71,14 +86,7 @@ impl TestServer {
 
     /// Starts a request.
     pub fn req(&self, method: Method, path: &str) -> Req {
-        Req {
-            addr: self.addr,
-            builder: Request::builder()
-                .method(method)
-                .uri(path)
-                .header("host", self.addr.to_string()),
-            body: Bytes::new(),
-        }
+        request(self.addr, method, path)
     }
 
     pub fn get(&self, path: &str) -> Req {
@@ -95,6 +103,18 @@ impl TestServer {
     }
     pub fn delete(&self, path: &str) -> Req {
         self.req(Method::DELETE, path)
+    }
+}
+
+/// Starts a request to `addr`.
+pub fn request(addr: SocketAddr, method: Method, path: &str) -> Req {
+    Req {
+        addr,
+        builder: Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", addr.to_string()),
+        body: Bytes::new(),
     }
 }
 

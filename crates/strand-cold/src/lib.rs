@@ -1,0 +1,255 @@
+//! strand-cold: the cold tier of a strand node — object storage and the
+//! workers that move stream bytes between the engine's hot buffers and it.
+//!
+//! It owns the one storage trait the node uses ([`ColdBackend`]: put,
+//! ranged get, delete, list under a prefix) with its backends on the
+//! `object_store` crate (local filesystem, in-memory, S3) and a
+//! fault-injecting wrapper for tests; object naming ([`names`]); the
+//! hot-memory budget that admits writes ([`HotBudget`]); and, per group,
+//! the flush worker (`plan_next_cold_flush_batch` → upload → `FlushCold`),
+//! the GC worker (the replicated GC queue → deletes → `AckColdGc`), the
+//! orphan sweep, and cold reads (the machine's read plan → ranged GETs).
+//!
+//! It reaches state only through `strand-engine`'s public API (queries and
+//! commands of [`Engine`]) and must not know HTTP or the Durable Streams
+//! wire format: the server maps its answers to responses. Every object it
+//! writes is recorded in the machine as a shared cold chunk before any
+//! read can use it (upload first, then `FlushCold`), so the replicated
+//! state, not the store's listing, says which objects are live.
+
+pub mod budget;
+pub mod names;
+mod read;
+pub mod stats;
+pub mod store;
+mod worker;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use strand::{BucketStreamId, StreamErrorCode, StreamResponse};
+use strand_engine::{ColdRead, ColdReader, Engine, ReadFrom, ReadOutcome};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use budget::{Admission, HotBudget};
+pub use read::ColdReadError;
+pub use stats::{ColdReport, ColdStats};
+pub use store::{
+    ColdBackend, ColdError, FaultCounts, FaultPlan, FaultyBackend, ObjectInfo, ObjectStoreBackend,
+    SharedBackend,
+};
+
+/// How the cold tier runs.
+#[derive(Debug, Clone)]
+pub struct ColdConfig {
+    /// A group flushes on its own (periodically) once its hot bytes reach
+    /// this many; under memory pressure it flushes whatever it holds.
+    pub flush_min_bytes: usize,
+    /// Largest piece of one stream in one flush.
+    pub chunk_max_bytes: usize,
+    /// Largest upload (one object, a pack of several streams' pieces).
+    pub pack_max_bytes: usize,
+    /// Most pieces in one upload.
+    pub max_candidates: usize,
+    /// How often each group looks for work when nothing presses.
+    pub flush_interval: Duration,
+    /// How often each group reads its GC queue.
+    pub gc_interval: Duration,
+    /// How often each group lists its objects for orphans.
+    pub sweep_interval: Duration,
+    /// An unreferenced object younger than this is left alone (an upload
+    /// whose `FlushCold` may still commit).
+    pub orphan_grace: Duration,
+    /// How often the hot-memory budget is sampled.
+    pub sample_interval: Duration,
+    /// First back-off after a store failure (doubles up to `retry_max`).
+    pub retry_min: Duration,
+    /// Longest back-off.
+    pub retry_max: Duration,
+    /// The node's hot-memory limit (`--max-hot-bytes`); `None` for none.
+    pub max_hot_bytes: Option<u64>,
+    /// Bytes of recently read cold ranges kept in memory.
+    pub cache_bytes: usize,
+}
+
+impl Default for ColdConfig {
+    fn default() -> Self {
+        Self {
+            flush_min_bytes: 4 * 1024 * 1024,
+            chunk_max_bytes: 4 * 1024 * 1024,
+            pack_max_bytes: 16 * 1024 * 1024,
+            max_candidates: 256,
+            flush_interval: Duration::from_secs(1),
+            gc_interval: Duration::from_secs(5),
+            sweep_interval: Duration::from_secs(600),
+            orphan_grace: Duration::from_secs(3600),
+            sample_interval: Duration::from_millis(10),
+            retry_min: Duration::from_millis(50),
+            retry_max: Duration::from_secs(5),
+            max_hot_bytes: None,
+            cache_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the workers and readers share.
+pub(crate) struct Shared {
+    pub(crate) backend: SharedBackend,
+    pub(crate) config: ColdConfig,
+    pub(crate) budget: HotBudget,
+    pub(crate) stats: ColdStats,
+    pub(crate) cache: read::RangeCache,
+}
+
+/// A node's cold tier: a backend, its workers' configuration, the
+/// hot-memory budget and the counters. Cheap to clone.
+#[derive(Clone)]
+pub struct ColdTier {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ColdTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColdTier")
+            .field("backend", &self.shared.backend.describe())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The running workers of a [`ColdTier`].
+#[derive(Debug)]
+pub struct ColdWorkers {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ColdWorkers {
+    /// Stops the workers between steps and waits for them. A flush whose
+    /// upload finished but whose `FlushCold` did not commit leaves an
+    /// orphan for the sweep.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+impl ColdTier {
+    /// A cold tier over `backend`.
+    pub fn new(backend: SharedBackend, config: ColdConfig) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                backend,
+                budget: HotBudget::new(config.max_hot_bytes),
+                cache: read::RangeCache::new(config.cache_bytes),
+                config,
+                stats: ColdStats::default(),
+            }),
+        }
+    }
+
+    /// Starts one worker per group of `engine`, and the budget's sampler.
+    pub fn start(&self, engine: &Engine) -> ColdWorkers {
+        let (stop, stop_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        for group in 0..engine.group_count() {
+            tasks.push(tokio::spawn(worker::run_group(
+                Arc::clone(&self.shared),
+                engine.clone(),
+                group,
+                stop_rx.clone(),
+            )));
+        }
+        tasks.push(tokio::spawn(worker::run_sampler(
+            Arc::clone(&self.shared),
+            engine.clone(),
+            stop_rx,
+        )));
+        ColdWorkers { stop, tasks }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &SharedBackend {
+        &self.shared.backend
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ColdConfig {
+        &self.shared.config
+    }
+
+    /// The node's hot-memory budget: writes ask it first.
+    pub fn budget(&self) -> &HotBudget {
+        &self.shared.budget
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &ColdStats {
+        &self.shared.stats
+    }
+
+    /// The status report.
+    pub fn report(&self) -> ColdReport {
+        ColdReport::build(
+            &self.shared.stats,
+            self.shared.backend.describe(),
+            self.shared.budget.limit(),
+            self.shared.budget.estimate(),
+            self.shared.budget.refused(),
+        )
+    }
+
+    /// Reads up to `max_len` bytes of a stream from wherever they live:
+    /// cold ranges by ranged GETs, then the hot bytes after them. For a
+    /// read the engine's hot path refused (`InvalidColdFlush`): the caller
+    /// tried [`Engine::read`] first, which also renewed the TTL.
+    pub async fn read(
+        &self,
+        engine: &Engine,
+        id: BucketStreamId,
+        from: ReadFrom,
+        max_len: usize,
+    ) -> Result<ReadOutcome, ColdReadError> {
+        read::read(&self.shared, engine, id, from, max_len, false).await
+    }
+
+    /// Installs this tier as `engine`'s [`ColdReader`], so every read the
+    /// engine serves — a fork's reads through its sources included —
+    /// reaches below the hot buffers. Answers whether it was installed
+    /// (an engine takes one cold tier).
+    pub fn install(&self, engine: &Engine) -> bool {
+        engine.set_cold_reader(Arc::new(self.clone()))
+    }
+
+    /// Takes a budget sample now (tests; the sampler does it on its own).
+    pub async fn sample(&self, engine: &Engine) {
+        let _ = worker::sample(&self.shared, engine).await;
+    }
+}
+
+impl ColdReader for ColdTier {
+    fn read_cold(
+        &self,
+        engine: Engine,
+        stream_id: BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        through: bool,
+    ) -> ColdRead<'_> {
+        Box::pin(async move {
+            let from = ReadFrom::Offset(offset);
+            match read::read(&self.shared, &engine, stream_id, from, max_len, through).await {
+                Ok(outcome) => Ok(outcome),
+                Err(ColdReadError::Engine(e)) => Err(e),
+                // A store failure is the range's answer for now: the
+                // server turns it into 503 Retry-After.
+                Err(other) => Ok(Err(StreamResponse::error(
+                    StreamErrorCode::InvalidColdFlush,
+                    format!("the cold tier cannot serve this range now: {other}"),
+                ))),
+            }
+        })
+    }
+}

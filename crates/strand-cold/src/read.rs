@@ -1,0 +1,312 @@
+//! Reads that reach below the hot buffer: the machine's read plan names
+//! the objects, ranged GETs fetch them, and the hot bytes after them are
+//! added as `Bytes` slices of the hot buffer, so a page is one answer
+//! whatever tier its bytes live in. A small cache keeps recently read
+//! ranges, bounded in bytes.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use strand::{BucketStreamId, HotRead, StreamReadPlan, StreamReadSegment, StreamResponse};
+use strand_engine::{Engine, EngineError, ReadFrom, ReadOutcome};
+
+use crate::Shared;
+use crate::stats::ColdStats;
+use crate::store::ColdError;
+
+/// Why a cold read could not be served (as opposed to the machine
+/// answering it with an error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ColdReadError {
+    /// The engine refused the query.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The object store failed.
+    #[error(transparent)]
+    Store(#[from] ColdError),
+    /// The range is held in a way this node cannot fetch (an exclusive
+    /// chunk or external object the machine does not record).
+    #[error("the range {0}..{1} has no recorded object")]
+    Unrecorded(u64, u64),
+}
+
+/// Cached ranges, oldest first: object, range in it, bytes.
+type Entries = VecDeque<(String, Range<u64>, Bytes)>;
+
+/// A byte-bounded FIFO cache of fetched ranges.
+#[derive(Debug)]
+pub(crate) struct RangeCache {
+    capacity: usize,
+    inner: Mutex<(Entries, usize)>,
+}
+
+impl RangeCache {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            inner: Mutex::new((VecDeque::new(), 0)),
+        }
+    }
+
+    fn get(&self, name: &str, range: &Range<u64>) -> Option<Bytes> {
+        let g = self.inner.lock().ok()?;
+        g.0.iter().find_map(|(n, r, b)| {
+            (n == name && r.start <= range.start && range.end <= r.end).then(|| {
+                let from = usize::try_from(range.start - r.start).unwrap_or(0);
+                let to = usize::try_from(range.end - r.start).unwrap_or(0);
+                b.slice(from..to)
+            })
+        })
+    }
+
+    fn put(&self, name: &str, range: Range<u64>, bytes: Bytes) {
+        if bytes.len() > self.capacity / 4 {
+            return;
+        }
+        let Ok(mut g) = self.inner.lock() else {
+            return;
+        };
+        g.1 += bytes.len();
+        g.0.push_back((name.to_owned(), range, bytes));
+        while g.1 > self.capacity {
+            match g.0.pop_front() {
+                Some((_, _, b)) => g.1 -= b.len(),
+                None => break,
+            }
+        }
+    }
+}
+
+/// What the group answered for a read that starts below the hot buffer.
+enum Planned {
+    /// Entirely hot after all (the data was read concurrently with a
+    /// flush, or the caller asked for a hot range).
+    Hot(HotRead),
+    /// The cold part's plan, and the hot bytes that follow it.
+    Cold(StreamReadPlan, Option<HotRead>),
+}
+
+/// One ranged GET: an object, a byte range in it, and the lengths of the
+/// plan segments it serves in order.
+struct Fetch {
+    name: String,
+    range: Range<u64>,
+    parts: Vec<usize>,
+}
+
+/// Plans a read. `now_ms` is `None` for a fork reading through the
+/// stream (`docs/forks.md` §4): the machine's `*_through` reads, which
+/// ignore expiry and soft deletion.
+fn plan_read(
+    m: &strand::StreamStateMachine,
+    id: &BucketStreamId,
+    from: ReadFrom,
+    max_len: usize,
+    now_ms: Option<u64>,
+) -> Result<Planned, StreamResponse> {
+    let offset = match from {
+        ReadFrom::Start => m.read_start_offset(id),
+        ReadFrom::Tail => m.head(id).map_or(0, |h| h.tail_offset),
+        ReadFrom::Offset(o) => o,
+    };
+    let hot = |offset: u64, len: usize| match now_ms {
+        Some(now_ms) => m.read_hot_at(id, offset, len, now_ms),
+        None => m.read_hot_through(id, offset, len),
+    };
+    let hot_start = m.hot_start_offset(id);
+    let cold_len = usize::try_from(hot_start.saturating_sub(offset))
+        .unwrap_or(usize::MAX)
+        .min(max_len);
+    if cold_len == 0 {
+        return hot(offset, max_len).map(Planned::Hot);
+    }
+    let plan = match now_ms {
+        Some(now_ms) => m.read_plan_at(id, offset, cold_len, now_ms)?,
+        None => m.read_plan_through(id, offset, cold_len)?,
+    };
+    let used = usize::try_from(plan.next_offset.saturating_sub(offset)).unwrap_or(usize::MAX);
+    let rest = max_len.saturating_sub(used);
+    let hot = if rest > 0 && plan.next_offset == hot_start && !plan.up_to_date {
+        hot(hot_start, rest).ok()
+    } else {
+        None
+    };
+    Ok(Planned::Cold(plan, hot))
+}
+
+/// Reads a page that may start in the cold tier: `Ok(Err(response))` is
+/// the machine's own answer (not found, gone, out of range).
+pub(crate) async fn read(
+    shared: &Arc<Shared>,
+    engine: &Engine,
+    id: BucketStreamId,
+    from: ReadFrom,
+    max_len: usize,
+    through: bool,
+) -> Result<ReadOutcome, ColdReadError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let now_ms = (!through).then(|| engine.now_ms());
+        let query_id = id.clone();
+        let planned = engine
+            .query(&id, move |m| plan_read(m, &query_id, from, max_len, now_ms))
+            .await?;
+        let (plan, hot) = match planned {
+            Err(response) => return Ok(Err(response)),
+            Ok(Planned::Hot(read)) => return Ok(Ok(read)),
+            Ok(Planned::Cold(plan, hot)) => (plan, hot),
+        };
+        match fetch(shared, &plan).await {
+            Ok(slices) => {
+                let cold_bytes: u64 = slices.iter().map(|s| s.len() as u64).sum();
+                ColdStats::add(&shared.stats.cold_reads, 1);
+                ColdStats::add(&shared.stats.cold_read_bytes, cold_bytes);
+                let mut read = HotRead {
+                    offset: plan.offset,
+                    next_offset: plan.next_offset,
+                    content_type: plan.content_type,
+                    slices,
+                    up_to_date: plan.up_to_date,
+                    closed: plan.closed,
+                };
+                if let Some(hot) = hot {
+                    read.next_offset = hot.next_offset;
+                    read.up_to_date = hot.up_to_date;
+                    read.closed = hot.closed;
+                    read.slices.extend(hot.slices);
+                }
+                return Ok(Ok(read));
+            }
+            // Reclaimed between plan and fetch (deleted, retained past):
+            // plan again, the machine now answers differently.
+            Err(ColdReadError::Store(ColdError::NotFound(_))) if attempt < 3 => continue,
+            Err(e) => {
+                if let ColdReadError::Store(s) = &e {
+                    shared.stats.failure("cold read", s);
+                }
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// One ranged GET, through the cache.
+async fn fetch_one(
+    shared: Arc<Shared>,
+    name: String,
+    range: Range<u64>,
+) -> Result<Bytes, ColdError> {
+    if let Some(hit) = shared.cache.get(&name, &range) {
+        ColdStats::add(&shared.stats.cache_hits, 1);
+        return Ok(hit);
+    }
+    let bytes = shared.backend.get_range(&name, range.clone()).await?;
+    if bytes.len() as u64 != range.end - range.start {
+        return Err(ColdError::Store(format!(
+            "object {name} returned {} bytes for range {range:?}",
+            bytes.len()
+        )));
+    }
+    shared.cache.put(&name, range, bytes.clone());
+    Ok(bytes)
+}
+
+/// Fetches a plan's segments, merging ranges that follow each other in
+/// one object into one GET, a few GETs at a time.
+async fn fetch(shared: &Arc<Shared>, plan: &StreamReadPlan) -> Result<Vec<Bytes>, ColdReadError> {
+    let mut fetches: Vec<Fetch> = Vec::new();
+    let mut hot_parts: Vec<(usize, Bytes)> = Vec::new();
+    let mut order: Vec<usize> = Vec::new(); // index into fetches, or usize::MAX for a hot part
+    for segment in &plan.segments {
+        match segment {
+            StreamReadSegment::Object(s) => {
+                let within = s.read_start_offset.saturating_sub(s.object.start_offset);
+                let start = s.object.object_offset.saturating_add(within);
+                let end = start.saturating_add(s.len as u64);
+                let last_is_fetch =
+                    !fetches.is_empty() && order.last() == Some(&(fetches.len() - 1));
+                match fetches.last_mut() {
+                    Some(f)
+                        if f.name == s.object.s3_path && f.range.end == start && last_is_fetch =>
+                    {
+                        f.range.end = end;
+                        f.parts.push(s.len);
+                    }
+                    _ => {
+                        fetches.push(Fetch {
+                            name: s.object.s3_path.clone(),
+                            range: start..end,
+                            parts: vec![s.len],
+                        });
+                        order.push(fetches.len() - 1);
+                    }
+                }
+            }
+            StreamReadSegment::Hot(bytes) => {
+                hot_parts.push((order.len(), Bytes::copy_from_slice(bytes)));
+                order.push(usize::MAX);
+            }
+            StreamReadSegment::ColdIndex(s) => {
+                let start = s.read_start_offset;
+                return Err(ColdReadError::Unrecorded(
+                    start,
+                    start.saturating_add(s.len as u64),
+                ));
+            }
+        }
+    }
+    let jobs: Vec<_> = fetches
+        .iter()
+        .map(|f| fetch_one(Arc::clone(shared), f.name.clone(), f.range.clone()))
+        .collect();
+    let fetched: Vec<Bytes> = futures_util::stream::iter(jobs)
+        .buffered(8)
+        .try_collect()
+        .await?;
+    let mut out = Vec::with_capacity(plan.segments.len());
+    let mut hot = hot_parts.into_iter().peekable();
+    for (position, index) in order.iter().enumerate() {
+        if *index == usize::MAX {
+            if let Some((at, bytes)) = hot.next()
+                && at == position
+            {
+                out.push(bytes);
+            }
+            continue;
+        }
+        let (Some(f), Some(bytes)) = (fetches.get(*index), fetched.get(*index)) else {
+            continue;
+        };
+        let mut at = 0usize;
+        for len in &f.parts {
+            out.push(bytes.slice(at..at + len));
+            at += len;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_serves_sub_ranges_and_stays_bounded() {
+        let c = RangeCache::new(40);
+        c.put("a", 10..20, Bytes::from_static(b"0123456789"));
+        assert_eq!(c.get("a", &(12..15)).unwrap(), Bytes::from_static(b"234"));
+        assert!(c.get("a", &(5..15)).is_none());
+        assert!(c.get("b", &(12..15)).is_none());
+        c.put("b", 0..10, Bytes::from_static(b"abcdefghij"));
+        c.put("c", 0..10, Bytes::from_static(b"abcdefghij"));
+        c.put("d", 0..10, Bytes::from_static(b"abcdefghij"));
+        c.put("e", 0..10, Bytes::from_static(b"abcdefghij"));
+        assert!(c.get("a", &(12..15)).is_none());
+        assert!(c.get("e", &(0..1)).is_some());
+    }
+}

@@ -1,0 +1,407 @@
+//! One worker task per group: flush (plan → upload → `FlushCold`), GC
+//! (the replicated queue → deletes → `AckColdGc`) and the orphan sweep,
+//! one after another, so none of them races another's upload in the same
+//! group. Plus the sampler of the hot-memory budget.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use strand::{
+    ColdChunkRef, ColdFlushCandidate, ColdGcTarget, StreamCommand, StreamResponse,
+    StreamStateMachine,
+};
+use strand_engine::{Engine, EngineError};
+use tokio::sync::watch;
+
+use crate::Shared;
+use crate::names;
+use crate::stats::ColdStats;
+
+/// How a step ended.
+enum Step {
+    /// Nothing to do.
+    Idle,
+    /// Work done; more may wait.
+    Progress,
+    /// The store failed: back off.
+    Failed,
+    /// The engine is shutting down.
+    Stop,
+}
+
+/// Sleeps `d`, or returns false early when the workers stop.
+async fn pause(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
+    if *stop.borrow() {
+        return false;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(d) => true,
+        _ = stop.changed() => false,
+    }
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Takes a budget sample: `completed` first, then the groups' hot bytes.
+pub(crate) async fn sample(shared: &Shared, engine: &Engine) -> Result<(), EngineError> {
+    if shared.budget.limit().is_none() {
+        return Ok(());
+    }
+    let completed = shared.budget.sample_start();
+    let hot = engine.hot_bytes().await?;
+    shared.budget.record_sample(hot, completed);
+    Ok(())
+}
+
+/// The sampler: keeps the budget's bound tight while writes come in.
+pub(crate) async fn run_sampler(
+    shared: Arc<Shared>,
+    engine: Engine,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        if matches!(sample(&shared, &engine).await, Err(EngineError::Shutdown)) {
+            return;
+        }
+        if !pause(&mut stop, shared.config.sample_interval).await {
+            return;
+        }
+    }
+}
+
+/// The worker of one group.
+pub(crate) async fn run_group(
+    shared: Arc<Shared>,
+    engine: Engine,
+    group: usize,
+    mut stop: watch::Receiver<bool>,
+) {
+    let config = &shared.config;
+    let mut backoff = config.retry_min;
+    let mut next_gc = Instant::now();
+    let mut next_sweep = Instant::now() + config.sweep_interval;
+    loop {
+        let mut failed = false;
+        let mut busy = false;
+        match flush_once(&shared, &engine, group).await {
+            Step::Stop => return,
+            Step::Failed => failed = true,
+            Step::Progress => busy = true,
+            Step::Idle => {}
+        }
+        let now = Instant::now();
+        if now >= next_gc {
+            match gc_once(&shared, &engine, group).await {
+                Step::Stop => return,
+                Step::Failed => failed = true,
+                Step::Progress => next_gc = now,
+                Step::Idle => next_gc = now + config.gc_interval,
+            }
+        }
+        if now >= next_sweep {
+            match sweep_once(&shared, &engine, group).await {
+                Step::Stop => return,
+                Step::Failed => failed = true,
+                Step::Progress | Step::Idle => next_sweep = now + config.sweep_interval,
+            }
+        }
+        if failed {
+            if !pause(&mut stop, backoff).await {
+                return;
+            }
+            backoff = (backoff * 2).min(config.retry_max);
+            continue;
+        }
+        backoff = config.retry_min;
+        if busy {
+            if *stop.borrow() {
+                return;
+            }
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let wait = config.flush_interval.min(
+            next_gc
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        );
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shared.budget.pressured() => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Applies a command, retrying while the group's queue is full.
+async fn apply_retrying(
+    engine: &Engine,
+    target: Target<'_>,
+    command: StreamCommand,
+) -> Result<StreamResponse, EngineError> {
+    loop {
+        let result = match target {
+            Target::Stream(id) => engine.apply(id, command.clone()).await,
+            Target::Group(g) => engine.apply_in_group(g, command.clone()).await,
+        };
+        match result {
+            Err(EngineError::Busy) => tokio::time::sleep(Duration::from_millis(5)).await,
+            other => return other,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Stream(&'a strand::BucketStreamId),
+    Group(usize),
+}
+
+/// Plans one batch, uploads it as one object, commits its chunks.
+async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
+    let config = &shared.config;
+    let min = if shared.budget.under_pressure() {
+        1
+    } else {
+        config.flush_min_bytes.max(1)
+    };
+    let (chunk, pack, count) = (
+        config.chunk_max_bytes.max(1),
+        config.pack_max_bytes.max(1),
+        config.max_candidates.max(1),
+    );
+    let planned = engine
+        .query_group(group, move |m| {
+            m.plan_next_cold_flush_batch(min, chunk, pack, count)
+        })
+        .await;
+    let candidates: Vec<ColdFlushCandidate> = match planned {
+        Err(EngineError::Shutdown) => return Step::Stop,
+        Err(_) => return Step::Idle,
+        Ok(Err(e)) => {
+            tracing::warn!(group, error = ?e, "cold flush planning failed");
+            return Step::Idle;
+        }
+        Ok(Ok(c)) => c,
+    };
+    let (Some(first), Some(last)) = (candidates.first(), candidates.last()) else {
+        return Step::Idle;
+    };
+    let started = Instant::now();
+    let single = candidates.iter().all(|c| c.stream_id == first.stream_id);
+    let name = if single {
+        names::stream_object(group, &first.stream_id, first.start_offset, last.end_offset)
+    } else {
+        names::pack_object(group, engine.now_ms())
+    };
+    let total: usize = candidates.iter().map(|c| c.payload.len()).sum();
+    let mut body = BytesMut::with_capacity(total);
+    let mut placed = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        let at = body.len() as u64;
+        body.extend_from_slice(&c.payload);
+        placed.push((at, c));
+    }
+    let size = body.len() as u64;
+    if let Err(e) = shared.backend.put(&name, body.freeze()).await {
+        shared.stats.failure("upload", &e);
+        return Step::Failed;
+    }
+    shared.stats.success();
+    ColdStats::add(&shared.stats.uploads, 1);
+    ColdStats::add(&shared.stats.uploaded_bytes, size);
+    let mut committed = 0u64;
+    for (at, c) in placed {
+        let len = c.end_offset.saturating_sub(c.start_offset);
+        let command = StreamCommand::FlushCold {
+            stream_id: c.stream_id.clone(),
+            chunk: ColdChunkRef {
+                start_offset: c.start_offset,
+                end_offset: c.end_offset,
+                s3_path: name.clone(),
+                object_size: size,
+                object_offset: at,
+                // Recorded (exclusive chunks are not), so reads find it.
+                shared_object: true,
+                payload_digest: c.payload_digest,
+            },
+        };
+        match apply_retrying(engine, Target::Stream(&c.stream_id), command).await {
+            Ok(StreamResponse::ColdFlushed { .. }) => {
+                committed += 1;
+                ColdStats::add(&shared.stats.flushed_chunks, 1);
+                ColdStats::add(&shared.stats.flushed_bytes, len);
+            }
+            Ok(other) => {
+                tracing::debug!(group, stream = %c.stream_id, response = ?other, "stale cold flush");
+                ColdStats::add(&shared.stats.stale_chunks, 1);
+            }
+            Err(_) => return Step::Stop,
+        }
+    }
+    if committed == 0 {
+        // Nothing references it: delete now rather than wait for the sweep.
+        if let Err(e) = shared.backend.delete(&name).await {
+            shared.stats.failure("delete unreferenced upload", &e);
+        }
+    }
+    ColdStats::add(
+        &shared.stats.flush_micros,
+        u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+    );
+    let _ = sample(shared, engine).await;
+    if committed == 0 {
+        // The state moved under the plan; do not spin on it.
+        return Step::Idle;
+    }
+    Step::Progress
+}
+
+/// The object paths the group still references (live shared chunks).
+fn referenced(m: &StreamStateMachine) -> HashSet<String> {
+    m.snapshot_without_streams()
+        .shared_cold_object_owners
+        .into_iter()
+        .map(|o| o.s3_path)
+        .collect()
+}
+
+/// Reclaims the due entries at the front of the group's GC queue.
+async fn gc_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
+    let batch = engine
+        .query_group(group, |m| {
+            let entries = m.pending_cold_gc_batch(64);
+            let live = if entries.is_empty() {
+                HashSet::new()
+            } else {
+                referenced(m)
+            };
+            (entries, live)
+        })
+        .await;
+    let (entries, live) = match batch {
+        Err(EngineError::Shutdown) => return Step::Stop,
+        Err(_) => return Step::Idle,
+        Ok(b) => b,
+    };
+    if entries.is_empty() {
+        return Step::Idle;
+    }
+    let now_ms = engine.now_ms();
+    let mut acked = None;
+    let mut failed = false;
+    'entries: for entry in &entries {
+        if entry.not_before_ms > now_ms {
+            break;
+        }
+        let names: Vec<String> = match &entry.target {
+            ColdGcTarget::Paths(paths) => paths.clone(),
+            ColdGcTarget::Stream(id) => {
+                match shared.backend.list(&names::stream_prefix(group, id)).await {
+                    Ok(objects) => objects.into_iter().map(|o| o.name).collect(),
+                    Err(e) => {
+                        shared.stats.failure("gc list", &e);
+                        failed = true;
+                        break 'entries;
+                    }
+                }
+            }
+        };
+        for name in names {
+            // A stream created again under the same name owns new objects
+            // under the old prefix: never delete what is referenced.
+            if live.contains(&name) {
+                continue;
+            }
+            if let Err(e) = shared.backend.delete(&name).await {
+                shared.stats.failure("gc delete", &e);
+                failed = true;
+                break 'entries;
+            }
+            shared.stats.success();
+            ColdStats::add(&shared.stats.gc_deleted, 1);
+        }
+        acked = Some(entry.seq);
+    }
+    if let Some(up_to_seq) = acked {
+        match apply_retrying(
+            engine,
+            Target::Group(group),
+            StreamCommand::AckColdGc { up_to_seq },
+        )
+        .await
+        {
+            Ok(StreamResponse::ColdGcAcked { removed }) => {
+                ColdStats::add(&shared.stats.gc_acked, removed);
+            }
+            Ok(_) => {}
+            Err(_) => return Step::Stop,
+        }
+    }
+    if failed {
+        Step::Failed
+    } else if acked.is_some() {
+        Step::Progress
+    } else {
+        Step::Idle
+    }
+}
+
+/// Deletes objects under the group's prefix that nothing references and
+/// that are older than the grace period.
+async fn sweep_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
+    let live = engine
+        .query_group(group, |m| {
+            let mut live = referenced(m);
+            for entry in m.pending_cold_gc_batch(usize::MAX) {
+                if let ColdGcTarget::Paths(paths) = entry.target {
+                    live.extend(paths);
+                }
+            }
+            live
+        })
+        .await;
+    let live = match live {
+        Err(EngineError::Shutdown) => return Step::Stop,
+        Err(_) => return Step::Idle,
+        Ok(l) => l,
+    };
+    let objects = match shared.backend.list(&names::group_prefix(group)).await {
+        Ok(o) => o,
+        Err(e) => {
+            shared.stats.failure("sweep list", &e);
+            return Step::Failed;
+        }
+    };
+    let grace = u64::try_from(shared.config.orphan_grace.as_millis()).unwrap_or(u64::MAX);
+    let now = wall_ms();
+    let mut deleted = 0u64;
+    for o in objects {
+        if live.contains(&o.name) || o.last_modified_ms.saturating_add(grace) > now {
+            continue;
+        }
+        if let Err(e) = shared.backend.delete(&o.name).await {
+            shared.stats.failure("sweep delete", &e);
+            return Step::Failed;
+        }
+        deleted += 1;
+    }
+    shared.stats.success();
+    ColdStats::add(&shared.stats.orphans_deleted, deleted);
+    if deleted > 0 {
+        tracing::info!(
+            group,
+            deleted,
+            "cold orphan sweep deleted unreferenced objects"
+        );
+        Step::Progress
+    } else {
+        Step::Idle
+    }
+}

@@ -1,0 +1,241 @@
+//! The workers over a real engine (no HTTP): GC respects `not_before_ms`,
+//! reads mix cold and hot bytes, and an unflushable store keeps the hot
+//! bytes.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use strand::{BucketStreamId, ColdChunkRef, StreamCommand, StreamResponse};
+use strand_cold::{
+    ColdConfig, ColdTier, FaultPlan, FaultyBackend, ObjectStoreBackend, SharedBackend,
+};
+use strand_engine::{Engine, EngineConfig, ManualClock, ReadFrom, WriteRequest};
+
+const NOW: u64 = 1_767_225_600_000;
+
+fn config() -> ColdConfig {
+    ColdConfig {
+        flush_min_bytes: 1,
+        chunk_max_bytes: 1024,
+        pack_max_bytes: 4096,
+        flush_interval: Duration::from_millis(2),
+        gc_interval: Duration::from_millis(2),
+        retry_min: Duration::from_millis(1),
+        retry_max: Duration::from_millis(10),
+        ..ColdConfig::default()
+    }
+}
+
+async fn engine() -> (Engine, ManualClock) {
+    let clock = ManualClock::new(NOW);
+    let engine = Engine::start_with_clock(
+        EngineConfig {
+            groups: 1,
+            ..EngineConfig::default()
+        },
+        Arc::new(clock.clone()),
+    );
+    (engine, clock)
+}
+
+async fn stream(engine: &Engine, name: &str, payload: &[u8]) -> BucketStreamId {
+    let id = BucketStreamId::new("bkt1", name);
+    let r = engine
+        .create_stream(
+            StreamCommand::CreateStream {
+                stream_id: id.clone(),
+                content_type: "text/plain".into(),
+                initial_payload: Bytes::new(),
+                close_after: false,
+                stream_seq: None,
+                producer: None,
+                stream_ttl_seconds: None,
+                stream_expires_at_ms: None,
+                attrs: None,
+                now_ms: NOW,
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(r, StreamResponse::Created { .. }), "{r:?}");
+    for piece in payload.chunks(300) {
+        let w = engine
+            .write(WriteRequest {
+                stream_id: id.clone(),
+                content_type: Some("text/plain".into()),
+                media_type_match: false,
+                payload: Bytes::copy_from_slice(piece),
+                close: false,
+                stream_seq: None,
+                producer: None,
+                record_match: None,
+            })
+            .await
+            .unwrap();
+        assert!(!w.response.is_error(), "{:?}", w.response);
+    }
+    id
+}
+
+async fn until(mut f: impl AsyncFnMut() -> bool) {
+    for _ in 0..5_000 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("condition never held");
+}
+
+fn text(n: usize, salt: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| b'a' + ((i as u8).wrapping_mul(7) ^ salt) % 26)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_waits_for_not_before_ms() {
+    let (engine, clock) = engine().await;
+    let backend: SharedBackend = Arc::new(ObjectStoreBackend::memory());
+    let tier = ColdTier::new(Arc::clone(&backend), config());
+    let workers = tier.start(&engine);
+    let first = stream(&engine, "first", &text(2000, 1)).await;
+    let later = stream(&engine, "later", &text(2000, 2)).await;
+    until(async || engine.hot_bytes().await.unwrap() == 0).await;
+    // A due entry (a deleted stream) ahead of a delayed one (a compaction
+    // whose old objects may go only after not_before_ms).
+    let deleted = engine.delete(first.clone()).await.unwrap();
+    assert_eq!(deleted, StreamResponse::Deleted);
+    let id = later.clone();
+    let chunks: Vec<ColdChunkRef> = engine
+        .query(&later, move |m| m.cold_chunks(&id).to_vec())
+        .await
+        .unwrap();
+    assert!(chunks.len() >= 2, "{chunks:?}");
+    let old_paths: Vec<String> = chunks.iter().map(|c| c.s3_path.clone()).collect();
+    let (start, end) = (chunks[0].start_offset, chunks[chunks.len() - 1].end_offset);
+    let compacted = engine
+        .apply(
+            &later,
+            StreamCommand::CompactCold {
+                stream_id: later.clone(),
+                old_chunks: chunks,
+                replacement: ColdChunkRef {
+                    start_offset: start,
+                    end_offset: end,
+                    s3_path: "replacement".into(),
+                    object_size: end - start,
+                    object_offset: 0,
+                    shared_object: false,
+                    payload_digest: String::new(),
+                },
+                gc_not_before_ms: NOW + 60_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(compacted, StreamResponse::ColdCompacted { .. }),
+        "{compacted:?}"
+    );
+    // The deleted stream's entry is reclaimed; the delayed ones wait.
+    until(async || tier.stats().gc_acked.load(Ordering::Relaxed) >= 1).await;
+    let pending = engine
+        .query_group(0, |m| m.pending_cold_gc_len())
+        .await
+        .unwrap();
+    assert!(pending >= 1);
+    let stored: Vec<String> = backend
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    for p in &old_paths {
+        assert!(stored.contains(p), "{p} deleted before not_before_ms");
+    }
+    clock.advance(60_000);
+    until(async || {
+        engine
+            .query_group(0, |m| m.pending_cold_gc_len())
+            .await
+            .unwrap()
+            == 0
+    })
+    .await;
+    let stored = backend.list("").await.unwrap();
+    assert!(
+        stored.iter().all(|o| !old_paths.contains(&o.name)),
+        "{stored:?}"
+    );
+    workers.stop().await;
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_is_down_keeps_the_hot_bytes_and_reads_mix_tiers() {
+    let (engine, _clock) = engine().await;
+    let faulty = Arc::new(FaultyBackend::new(
+        Arc::new(ObjectStoreBackend::memory()),
+        FaultPlan::default(),
+        3,
+    ));
+    let backend: SharedBackend = faulty.clone();
+    let tier = ColdTier::new(backend, config());
+    let workers = tier.start(&engine);
+    let data = text(3000, 9);
+    let id = stream(&engine, "s", &data[..2000]).await;
+    until(async || engine.hot_bytes().await.unwrap() == 0).await;
+    faulty.set_down(true);
+    let more = engine
+        .write(WriteRequest {
+            stream_id: id.clone(),
+            content_type: Some("text/plain".into()),
+            media_type_match: false,
+            payload: Bytes::copy_from_slice(&data[2000..]),
+            close: false,
+            stream_seq: None,
+            producer: None,
+            record_match: None,
+        })
+        .await
+        .unwrap();
+    assert!(!more.response.is_error());
+    // Uploads fail: the bytes stay hot, the failure is counted.
+    until(async || tier.stats().consecutive_failures.load(Ordering::Relaxed) >= 3).await;
+    assert_eq!(engine.hot_bytes().await.unwrap(), 1000);
+    assert!(!tier.report().healthy);
+    // A read from 0 is cold then hot; while the store is down it fails.
+    assert!(
+        tier.read(&engine, id.clone(), ReadFrom::Start, 1 << 20)
+            .await
+            .is_err()
+    );
+    faulty.set_down(false);
+    let read = tier
+        .read(&engine, id.clone(), ReadFrom::Start, 1 << 20)
+        .await
+        .unwrap()
+        .unwrap();
+    let got: Vec<u8> = read.slices.iter().flat_map(|s| s.iter().copied()).collect();
+    assert!(got == data);
+    assert!(read.up_to_date);
+    let part = tier
+        .read(&engine, id.clone(), ReadFrom::Offset(1500), 700)
+        .await
+        .unwrap()
+        .unwrap();
+    let got: Vec<u8> = part.slices.iter().flat_map(|s| s.iter().copied()).collect();
+    assert!(got[..] == data[1500..2200]);
+    assert_eq!(part.next_offset, 2200);
+    until(async || engine.hot_bytes().await.unwrap() == 0).await;
+    assert!(tier.report().healthy);
+    workers.stop().await;
+    engine.shutdown().await;
+}

@@ -1,0 +1,243 @@
+//! The S3 backend against a real S3-compatible server on loopback: moto in
+//! server mode (the Python package, pinned; installed under `target/` when
+//! the machine lacks it), driving the real `strand-server` binary with
+//! `--cold-url` and the AWS environment variables. Skipped, with the
+//! reason printed, only when moto cannot be installed.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{off, request};
+use hyper::{Method, StatusCode};
+
+const MOTO: &str = "moto[server]==5.2.1";
+
+/// Kills a child process when dropped.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn python() -> &'static str {
+    "python3"
+}
+
+fn importable(pythonpath: Option<&PathBuf>) -> bool {
+    let mut c = Command::new(python());
+    c.args(["-c", "import moto.server, flask, flask_cors"]);
+    if let Some(p) = pythonpath {
+        c.env("PYTHONPATH", p);
+    }
+    c.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Where moto can be imported from: the machine's Python, or a pinned
+/// install under `target/moto`. `Err` says why not.
+fn moto() -> Result<Option<PathBuf>, String> {
+    if importable(None) {
+        return Ok(None);
+    }
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/moto");
+    if importable(Some(&target)) {
+        return Ok(Some(target));
+    }
+    let status = Command::new(python())
+        .args(["-m", "pip", "install", "--quiet", "--target"])
+        .arg(&target)
+        .arg(MOTO)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", python()))?;
+    if status.success() && importable(Some(&target)) {
+        Ok(Some(target))
+    } else {
+        Err(format!("pip install {MOTO} failed ({status})"))
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_listening(addr: SocketAddr) {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("nothing listens on {addr}");
+}
+
+fn byte_at(s: usize, o: u64) -> u8 {
+    b'a' + u8::try_from((s as u64 * 11 + o * 5) % 26).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_s3_backend_flushes_reads_and_reclaims_against_moto() {
+    let pythonpath = match moto() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("SKIPPED the_s3_backend_flushes_reads_and_reclaims_against_moto: {why}");
+            return;
+        }
+    };
+    let port = free_port();
+    let s3: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut moto = Command::new(python());
+    moto.args([
+        "-m",
+        "moto.server",
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    if let Some(p) = &pythonpath {
+        moto.env("PYTHONPATH", p);
+    }
+    let _moto = Guard(moto.spawn().unwrap());
+    wait_listening(s3).await;
+    let bucket = request(s3, Method::PUT, "/strand-cold").send().await;
+    assert!(bucket.status.is_success(), "{:?}", bucket.status);
+
+    let mut server = Command::new(env!("CARGO_BIN_EXE_strand-server"));
+    server
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--cold-url",
+            "s3://strand-cold/node-a",
+            "--cold-flush-bytes",
+            "1",
+            "--cold-chunk-bytes",
+            "16384",
+            "--cold-flush-interval-ms",
+            "5",
+            "--cold-gc-interval-ms",
+            "20",
+            "--max-hot-bytes",
+            "1048576",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", format!("http://{s3}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = server.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _server = Guard(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    const STREAMS: usize = 6;
+    const LEN: u64 = 64 * 1024;
+    for s in 0..STREAMS {
+        let path = format!("/v1/stream/s3-{s}");
+        let r = request(addr, Method::PUT, &path)
+            .header("content-type", "text/plain")
+            .send()
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED);
+        let mut at = 0;
+        while at < LEN {
+            let body: Vec<u8> = (at..at + 8192).map(|o| byte_at(s, o)).collect();
+            let r = request(addr, Method::POST, &path)
+                .header("content-type", "text/plain")
+                .body(body)
+                .send()
+                .await;
+            if r.status == StatusCode::SERVICE_UNAVAILABLE {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+            assert_eq!(r.status, StatusCode::NO_CONTENT);
+            at += 8192;
+        }
+    }
+    let total = STREAMS as u64 * LEN;
+    let mut report = serde_json::Value::Null;
+    for _ in 0..1_000 {
+        let r = request(addr, Method::GET, "/__strand/cold").send().await;
+        report = serde_json::from_slice(&r.body).unwrap();
+        if report["flushed_bytes"].as_u64() == Some(total) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(report["flushed_bytes"].as_u64(), Some(total), "{report}");
+    assert!(
+        report["backend"]
+            .as_str()
+            .unwrap()
+            .starts_with("s3://strand-cold/node-a")
+    );
+    for s in 0..STREAMS {
+        let r = request(addr, Method::GET, &format!("/v1/stream/s3-{s}?offset=-1"))
+            .send()
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+        let want: Vec<u8> = (0..LEN).map(|o| byte_at(s, o)).collect();
+        assert!(r.body == want, "stream {s} differs");
+        let from = 1000 + s as u64;
+        let r = request(
+            addr,
+            Method::GET,
+            &format!("/v1/stream/s3-{s}?offset={}&live=long-poll", off(from)),
+        )
+        .send()
+        .await;
+        assert!(r.body[..] == want[from as usize..], "long-poll {s} differs");
+    }
+    let keys = |body: &[u8]| String::from_utf8_lossy(body).matches("<Key>").count();
+    let listed = request(s3, Method::GET, "/strand-cold?list-type=2&prefix=node-a/")
+        .send()
+        .await;
+    let before = keys(&listed.body);
+    assert!(before > 0);
+    for s in 0..STREAMS {
+        let r = request(addr, Method::DELETE, &format!("/v1/stream/s3-{s}"))
+            .send()
+            .await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+    }
+    let mut left = before;
+    for _ in 0..1_000 {
+        let listed = request(s3, Method::GET, "/strand-cold?list-type=2&prefix=node-a/")
+            .send()
+            .await;
+        left = keys(&listed.body);
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(left, 0, "objects left in S3 after the streams were deleted");
+}
