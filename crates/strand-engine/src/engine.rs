@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
 use crate::group::{self, Op};
+use crate::log::{GroupApplier, GroupLink, GroupLog, GroupStatus};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
@@ -60,6 +61,10 @@ pub enum EngineError {
     /// The engine is shutting down.
     #[error("the engine is shutting down")]
     Shutdown,
+    /// A replicated group cannot take writes now (it has no leader, or its
+    /// log failed): retry later.
+    #[error("the group has no leader")]
+    Unavailable,
 }
 
 /// What a live-read wait ended with.
@@ -97,6 +102,8 @@ struct Inner {
     waiters: Arc<Semaphore>,
     shutdown: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// Each group's log, for a replicated engine (set when attached).
+    logs: Vec<std::sync::OnceLock<Arc<dyn GroupLog>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -128,6 +135,17 @@ impl Engine {
             )));
             groups.push(Group { tx });
         }
+        Self::assemble(&config, clock, groups, tasks, shutdown)
+    }
+
+    fn assemble(
+        config: &EngineConfig,
+        clock: Arc<dyn Clock>,
+        groups: Vec<Group>,
+        tasks: Vec<JoinHandle<()>>,
+        shutdown: watch::Sender<bool>,
+    ) -> Self {
+        let logs = groups.iter().map(|_| std::sync::OnceLock::new()).collect();
         Self {
             inner: Arc::new(Inner {
                 groups,
@@ -135,8 +153,65 @@ impl Engine {
                 waiters: Arc::new(Semaphore::new(config.max_waiters)),
                 shutdown,
                 tasks: std::sync::Mutex::new(tasks),
+                logs,
             }),
         }
+    }
+
+    /// Starts an engine whose groups apply their state changes through a
+    /// replicated log. Each returned [`GroupLink`] gives its log the
+    /// [`GroupApplier`] that applies committed entries to the group's
+    /// machine; a group serves no request until its log is attached
+    /// ([`GroupLink::attach`]), but applies (replays) entries before.
+    pub fn start_replicated(config: EngineConfig, clock: Arc<dyn Clock>) -> (Self, Vec<GroupLink>) {
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let mut groups = Vec::new();
+        let mut tasks = Vec::new();
+        let mut appliers = Vec::new();
+        for index in 0..config.groups.max(1) {
+            let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
+            let (log_tx, log_rx) = mpsc::unbounded_channel();
+            tasks.push(tokio::spawn(group::run_replicated(
+                rx,
+                tx.downgrade(),
+                log_rx,
+                shutdown_rx.clone(),
+                config.machine,
+            )));
+            groups.push(Group { tx });
+            appliers.push(GroupApplier::new(index, log_tx));
+        }
+        let engine = Self::assemble(&config, clock, groups, tasks, shutdown);
+        let links = appliers
+            .into_iter()
+            .map(|applier| GroupLink {
+                applier,
+                engine: engine.clone(),
+            })
+            .collect();
+        (engine, links)
+    }
+
+    pub(crate) fn set_log(&self, group: usize, log: Arc<dyn GroupLog>) {
+        if let Some(slot) = self.inner.logs.get(group) {
+            let _ = slot.set(log);
+        }
+    }
+
+    /// Whether the engine's groups are replicated (started with
+    /// [`Engine::start_replicated`]).
+    pub fn is_replicated(&self) -> bool {
+        self.inner.logs.iter().any(|l| l.get().is_some())
+    }
+
+    /// Each group's replication status, in group order; empty for an
+    /// in-memory engine.
+    pub fn group_status(&self) -> Vec<GroupStatus> {
+        self.inner
+            .logs
+            .iter()
+            .filter_map(|l| l.get().map(|log| log.status()))
+            .collect()
     }
 
     /// The number of groups.
@@ -166,7 +241,15 @@ impl Engine {
             Err(mpsc::error::TrySendError::Full(_)) => return Err(EngineError::Busy),
             Err(mpsc::error::TrySendError::Closed(_)) => return Err(EngineError::Shutdown),
         }
-        rx.await.map_err(|_| EngineError::Shutdown)
+        // A reply dropped while the engine runs is a replicated group's
+        // proposal that failed (no leader, the log stopped).
+        rx.await.map_err(|_| {
+            if *self.inner.shutdown.borrow() {
+                EngineError::Shutdown
+            } else {
+                EngineError::Unavailable
+            }
+        })
     }
 
     /// Applies a command in the group of `placement` (the stream it names,
@@ -237,8 +320,7 @@ impl Engine {
     /// Appends to several streams of one affinity group in one step: every
     /// command must be an `Append` to a stream with the same bucket and
     /// affinity key (so they share a group); on the first error nothing
-    /// is applied. Not yet a single replicated command: a replicated engine
-    /// must log it as one entry.
+    /// is applied. It is one entry of the group's log.
     pub async fn transaction(
         &self,
         placement: &BucketStreamId,
@@ -410,6 +492,10 @@ impl Engine {
     /// [`WaitOutcome::Shutdown`], queued requests are dropped, and the
     /// owner tasks end. Waits for them.
     pub async fn shutdown(&self) {
+        // Stop the logs first: they apply through the group tasks.
+        for log in self.inner.logs.iter().filter_map(|l| l.get()) {
+            log.shutdown().await;
+        }
         let _ = self.inner.shutdown.send(true);
         let tasks: Vec<JoinHandle<()>> = match self.inner.tasks.lock() {
             Ok(mut guard) => guard.drain(..).collect(),
