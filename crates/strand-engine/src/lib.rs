@@ -31,7 +31,7 @@ pub use engine::{Engine, EngineConfig, EngineError, WaitOutcome, WaiterPermit};
 pub use group::{media_type, same_media_type};
 pub use log::{
     EntryOutcome, GroupApplier, GroupEntry, GroupLink, GroupLog, GroupStatus, LogFuture,
-    ProposalDone,
+    PendingSnapshot, ProposalDone,
 };
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};

@@ -171,18 +171,14 @@ impl GroupApplier {
     }
 
     /// Starts a snapshot of the machine's state after every entry applied
-    /// so far (the request is queued now); the returned future yields the
-    /// binary snapshot (`docs/snapshot-format.md`).
-    pub fn snapshot(&self) -> LogFuture<Result<Vec<u8>, String>> {
+    /// so far (the request is queued now); [`PendingSnapshot::wait`]
+    /// yields the binary snapshot (`docs/snapshot-format.md`).
+    pub fn snapshot(&self) -> PendingSnapshot {
         let (reply, rx) = oneshot::channel();
-        let sent = self.tx.send(LogInput::Snapshot { reply });
-        Box::pin(async move {
-            if sent.is_err() {
-                return Err("the group has stopped".to_owned());
-            }
-            rx.await
-                .unwrap_or_else(|_| Err("the group has stopped".to_owned()))
-        })
+        match self.tx.send(LogInput::Snapshot { reply }) {
+            Ok(()) => PendingSnapshot(Some(rx)),
+            Err(_) => PendingSnapshot(None),
+        }
     }
 
     /// Replaces the machine with the one a snapshot (either format)
@@ -197,6 +193,25 @@ impl GroupApplier {
             .map_err(|_| "the group has stopped".to_owned())?;
         rx.await
             .unwrap_or_else(|_| Err("the group has stopped".to_owned()))
+    }
+}
+
+/// A snapshot requested from a group's task.
+#[derive(Debug)]
+pub struct PendingSnapshot(Option<oneshot::Receiver<Result<Vec<u8>, String>>>);
+
+impl PendingSnapshot {
+    /// Waits for the snapshot's bytes.
+    ///
+    /// # Errors
+    /// The codec's error, or that the group stopped.
+    pub async fn wait(self) -> Result<Vec<u8>, String> {
+        match self.0 {
+            Some(rx) => rx
+                .await
+                .unwrap_or_else(|_| Err("the group has stopped".to_owned())),
+            None => Err("the group has stopped".to_owned()),
+        }
     }
 }
 
