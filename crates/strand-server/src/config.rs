@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// strand-server: the Durable Streams HTTP protocol on strand's state
 /// machine, in memory, one node.
@@ -123,6 +123,30 @@ pub struct Config {
     /// from the last control event's offset.
     #[arg(long, default_value_t = 300_000)]
     pub sse_max_duration_ms: u64,
+    /// Keep every group durable in this directory: a one-voter Raft group
+    /// per group (openraft), its log and snapshots on disk, recovered at
+    /// start. Without it everything is in memory.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// When the log is synced to disk (with `--data-dir`): `always` (a
+    /// write is acknowledged only after its log record is fsynced; many
+    /// writes share one fsync) or `never` (UNSAFE: acknowledged writes can
+    /// be lost when the machine crashes; for benchmarks only).
+    #[arg(long, value_enum, default_value_t = FsyncMode::Always)]
+    pub fsync: FsyncMode,
+    /// Log entries between a group's snapshots (with `--data-dir`); the
+    /// log is purged up to each snapshot.
+    #[arg(long, default_value_t = 20_000)]
+    pub snapshot_every: u64,
+}
+
+/// `--fsync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FsyncMode {
+    /// Sync every batch of log records before acknowledging it.
+    Always,
+    /// Never sync (unsafe; benchmarks only).
+    Never,
 }
 
 impl Config {

@@ -30,6 +30,31 @@ pub fn router(state: AppState) -> Router {
     Router::new().fallback(dispatch).with_state(state)
 }
 
+/// `GET /__strand/health`: 200 with the node's mode and, for a durable
+/// node, each group's leader and applied index; 503 while a durable
+/// group has no leader.
+fn health(state: &AppState) -> Response {
+    let groups = state.engine.group_status();
+    let durable = state.engine.is_replicated();
+    let ready = groups.iter().all(|g| g.leader.is_some());
+    let body = serde_json::json!({
+        "status": if ready { "ok" } else { "no-leader" },
+        "mode": if durable { "durable" } else { "memory" },
+        "groups": groups,
+    });
+    let status = if ready {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        format!("{body}\n"),
+    )
+        .into_response()
+}
+
 async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
@@ -40,7 +65,7 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
         crate::cors::preflight()
     } else if uri.path() == "/__strand/health" && (method == Method::GET || method == Method::HEAD)
     {
-        "ok\n".into_response()
+        health(&state)
     } else {
         match route(state, request).await {
             Ok(response) => response,
