@@ -204,6 +204,26 @@ impl Engine {
         self.inner.logs.iter().any(|l| l.get().is_some())
     }
 
+    /// Hands a peer's message to a group's log (the cluster transport
+    /// carries it; the log decodes it).
+    ///
+    /// # Errors
+    /// No such group, an in-memory engine, or the log's own error.
+    pub async fn log_message(
+        &self,
+        group: usize,
+        kind: &str,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, String> {
+        let log = self
+            .inner
+            .logs
+            .get(group)
+            .and_then(|l| l.get())
+            .ok_or_else(|| format!("no replicated group {group}"))?;
+        log.message(kind, body).await
+    }
+
     /// Each group's replication status, in group order; empty for an
     /// in-memory engine.
     pub fn group_status(&self) -> Vec<GroupStatus> {

@@ -103,6 +103,13 @@ pub trait GroupLog: Send + Sync + 'static {
     fn status(&self) -> GroupStatus;
     /// Stops the log (the engine is shutting down).
     fn shutdown(&self) -> LogFuture<()>;
+    /// Delivers a message of the log's own protocol from a peer node
+    /// (`kind` names it; the bytes are the log's encoding) and returns
+    /// the log's answer. The engine only carries it.
+    fn message(&self, kind: &str, body: Vec<u8>) -> LogFuture<Result<Vec<u8>, String>> {
+        let _ = (kind, body);
+        Box::pin(async { Err("this group's log takes no peer messages".to_owned()) })
+    }
 }
 
 /// A group's replication status.

@@ -10,8 +10,10 @@
 //! data directory and returns the engine.
 //!
 //! What it owns: the on-disk formats of the log and of the snapshot file's
-//! Raft metadata, the Raft configuration, membership and (later) the
-//! network between nodes. What it must not know: stream semantics. It
+//! Raft metadata, the Raft configuration, static membership and the
+//! network between nodes (HTTP POSTs of MessagePack bodies to the peers'
+//! listeners under `/__strand/raft/{group}/{kind}`; the server routes them
+//! back in through `Engine::log_message`). What it must not know: stream semantics. It
 //! moves `GroupEntry` values and `EntryOutcome`s without looking inside;
 //! the engine decides what an entry does, with the same function in
 //! memory and here, and the machine's snapshot is the machine's own
@@ -38,8 +40,8 @@ use std::time::Duration;
 
 use openraft::{BasicNode, Raft, SnapshotPolicy};
 use strand_engine::{
-    Clock, Engine, EngineConfig, EngineError, GroupEntry, GroupLog, GroupStatus, LogFuture,
-    ProposalDone,
+    Clock, Engine, EngineConfig, EngineError, EntryOutcome, GroupEntry, GroupLog, GroupStatus,
+    LogFuture, ProposalDone,
 };
 use tokio::sync::mpsc;
 
@@ -60,8 +62,12 @@ pub struct DurableOptions {
     /// A group takes a snapshot (and purges its log) after this many
     /// entries.
     pub snapshot_every: u64,
-    /// How long startup waits for every group to elect a leader.
+    /// How long a single node's startup waits for every group to elect
+    /// itself (a cluster's node does not wait: its peers may not be up).
     pub leader_timeout: Duration,
+    /// The cluster's members, this node included: node id → the peer's
+    /// HTTP address (`http://host:port`). Empty for a single node.
+    pub peers: BTreeMap<NodeId, String>,
 }
 
 impl DurableOptions {
@@ -73,6 +79,7 @@ impl DurableOptions {
             node_id: 1,
             snapshot_every: 20_000,
             leader_timeout: Duration::from_secs(30),
+            peers: BTreeMap::new(),
         }
     }
 }
@@ -164,7 +171,8 @@ fn raft_config(options: &DurableOptions) -> Result<openraft::Config, String> {
         election_timeout_min: 300,
         election_timeout_max: 600,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
-        max_in_snapshot_log_to_keep: 1000,
+        // A follower further behind than this catches up by snapshot.
+        max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
         max_payload_entries: 1024,
         ..Default::default()
     }
@@ -189,10 +197,21 @@ pub async fn start_durable(
     check_dir(options, groups)?;
     let raft_config =
         Arc::new(raft_config(options).map_err(|reason| StartError::Raft { group: 0, reason })?);
+    let cluster = options.peers.len() > 1;
+    if cluster && !options.peers.contains_key(&options.node_id) {
+        return Err(StartError::Raft {
+            group: 0,
+            reason: format!("--node-id {} is not one of the peers", options.node_id),
+        });
+    }
     let (engine, links) = Engine::start_replicated(config, clock);
     let mut rafts = Vec::new();
     for link in links {
         let group = link.group();
+        let raft_err = |e: &dyn std::fmt::Display| StartError::Raft {
+            group,
+            reason: e.to_string(),
+        };
         let dir = group_dir(&options.data_dir, group);
         let (log, recovery) = LogStore::open(&dir.join("log"), options.fsync)?;
         let log_handle = log.clone();
@@ -202,44 +221,62 @@ pub async fn start_durable(
         let sm = GroupStateMachine::open(&dir, link.applier())
             .await
             .map_err(|reason| StartError::Snapshot { group, reason })?;
-        let raft = Raft::new(
-            options.node_id,
-            Arc::clone(&raft_config),
-            network::Unconnected,
-            log,
-            sm,
-        )
-        .await
-        .map_err(|e| StartError::Raft {
+        let raft = if cluster {
+            Raft::new(
+                options.node_id,
+                Arc::clone(&raft_config),
+                network::HttpNetwork { group },
+                log,
+                sm,
+            )
+            .await
+        } else {
+            Raft::new(
+                options.node_id,
+                Arc::clone(&raft_config),
+                network::Unconnected,
+                log,
+                sm,
+            )
+            .await
+        }
+        .map_err(|e| raft_err(&e))?;
+        let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
+        // A single node initializes itself; a cluster is initialized once,
+        // by its lowest node id, with every member.
+        let first = options.peers.keys().next().copied();
+        if !initialized && (!cluster || first == Some(options.node_id)) {
+            let members: BTreeMap<NodeId, BasicNode> = if cluster {
+                options
+                    .peers
+                    .iter()
+                    .map(|(id, url)| (*id, BasicNode::new(url.clone())))
+                    .collect()
+            } else {
+                [(options.node_id, BasicNode::default())]
+                    .into_iter()
+                    .collect()
+            };
+            raft.initialize(members).await.map_err(|e| raft_err(&e))?;
+        }
+        link.attach(Arc::new(RaftGroup::new(
             group,
-            reason: e.to_string(),
-        })?;
-        let initialized = raft.is_initialized().await.map_err(|e| StartError::Raft {
-            group,
-            reason: e.to_string(),
-        })?;
-        if !initialized {
-            let members: BTreeMap<NodeId, BasicNode> = [(options.node_id, BasicNode::default())]
-                .into_iter()
-                .collect();
-            raft.initialize(members)
+            raft.clone(),
+            log_handle,
+            cluster,
+        )));
+        rafts.push((group, raft));
+    }
+    if !cluster {
+        for (group, raft) in rafts {
+            raft.wait(Some(options.leader_timeout))
+                .current_leader(options.node_id, "startup")
                 .await
                 .map_err(|e| StartError::Raft {
                     group,
-                    reason: e.to_string(),
+                    reason: format!("no leader elected: {e}"),
                 })?;
         }
-        link.attach(Arc::new(RaftGroup::new(group, raft.clone(), log_handle)));
-        rafts.push((group, raft));
-    }
-    for (group, raft) in rafts {
-        raft.wait(Some(options.leader_timeout))
-            .current_leader(options.node_id, "startup")
-            .await
-            .map_err(|e| StartError::Raft {
-                group,
-                reason: format!("no leader elected: {e}"),
-            })?;
     }
     Ok(engine)
 }
@@ -256,6 +293,8 @@ pub struct RaftGroup {
     group: usize,
     raft: Raft<TypeConfig>,
     log: LogStore,
+    /// Whether the group has peers (and so takes peer messages).
+    cluster: bool,
     proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
 }
 
@@ -270,21 +309,32 @@ impl std::fmt::Debug for RaftGroup {
 impl RaftGroup {
     /// Wraps a group's Raft node and its log store; spawns the task that
     /// feeds it proposals in order.
-    pub fn new(group: usize, raft: Raft<TypeConfig>, log: LogStore) -> Self {
+    /// With `forward`, an entry proposed on a follower is forwarded to the
+    /// group's leader (a `propose` message) and answered with the leader's
+    /// outcome.
+    pub fn new(group: usize, raft: Raft<TypeConfig>, log: LogStore, forward: bool) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
         let proposer = raft.clone();
         tokio::spawn(async move {
             while let Some((entry, done)) = rx.recv().await {
+                let copy = forward.then(|| entry.clone());
                 match proposer.client_write_ff(entry).await {
                     Ok(answer) => {
                         tokio::spawn(async move {
-                            done(match answer.await {
+                            let outcome = match answer.await {
                                 Ok(Ok(response)) => Ok(response.data),
-                                // Not the leader (a cluster's follower):
-                                // no leader here to write through.
+                                Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(f))) => {
+                                    match (copy, f.leader_node) {
+                                        (Some(entry), Some(node)) => {
+                                            forward_to(&node.addr, group, &entry).await
+                                        }
+                                        _ => Err(EngineError::Unavailable),
+                                    }
+                                }
                                 Ok(Err(_)) => Err(EngineError::Unavailable),
                                 Err(_) => Err(EngineError::Shutdown),
-                            });
+                            };
+                            done(outcome);
                         });
                     }
                     Err(_) => done(Err(EngineError::Shutdown)),
@@ -295,6 +345,7 @@ impl RaftGroup {
             group,
             raft,
             log,
+            cluster: forward,
             proposals: tx,
         }
     }
@@ -305,7 +356,65 @@ impl RaftGroup {
     }
 }
 
+/// Proposes an entry on the leader at `addr`.
+async fn forward_to(
+    addr: &str,
+    group: usize,
+    entry: &GroupEntry,
+) -> Result<EntryOutcome, EngineError> {
+    let body = rmp_serde::to_vec_named(entry).map_err(|_| EngineError::Unavailable)?;
+    let path = format!("/__strand/raft/{group}/propose");
+    let answer = network::post(addr, &path, &body, Duration::from_secs(10))
+        .await
+        .map_err(|e| {
+            tracing::debug!(error = %e, "forwarding to the leader failed");
+            EngineError::Unavailable
+        })?;
+    let result: Result<EntryOutcome, String> =
+        rmp_serde::from_slice(&answer).map_err(|_| EngineError::Unavailable)?;
+    result.map_err(|e| {
+        tracing::debug!(error = %e, "the leader refused a forwarded entry");
+        EngineError::Unavailable
+    })
+}
+
+fn encode_answer<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, String> {
+    rmp_serde::to_vec_named(value).map_err(|e| e.to_string())
+}
+
+fn decode_request<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    rmp_serde::from_slice(body).map_err(|e| format!("a malformed raft message: {e}"))
+}
+
 impl GroupLog for RaftGroup {
+    fn message(&self, kind: &str, body: Vec<u8>) -> LogFuture<Result<Vec<u8>, String>> {
+        let raft = self.raft.clone();
+        let kind = kind.to_owned();
+        let cluster = self.cluster;
+        Box::pin(async move {
+            if !cluster {
+                return Err("this node is not part of a cluster".to_owned());
+            }
+            match kind.as_str() {
+                "append" => encode_answer(&raft.append_entries(decode_request(&body)?).await),
+                "vote" => encode_answer(&raft.vote(decode_request(&body)?).await),
+                "snapshot" => encode_answer(&raft.install_snapshot(decode_request(&body)?).await),
+                "propose" => {
+                    // Only the leader takes it; a forwarded entry is not
+                    // forwarded again.
+                    let entry: GroupEntry = decode_request(&body)?;
+                    let answer: Result<EntryOutcome, String> = match raft.client_write(entry).await
+                    {
+                        Ok(response) => Ok(response.data),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    encode_answer(&answer)
+                }
+                other => Err(format!("unknown raft message kind {other:?}")),
+            }
+        })
+    }
+
     fn propose(&self, entry: GroupEntry, done: ProposalDone) {
         if let Err(mpsc::error::SendError((_, done))) = self.proposals.send((entry, done)) {
             done(Err(EngineError::Shutdown));

@@ -84,6 +84,7 @@ pub fn engine_config(config: &Config) -> EngineConfig {
 pub async fn start_engine(config: &Config) -> Result<Engine, String> {
     let engine_config = engine_config(config);
     match &config.data_dir {
+        None if !config.peers.is_empty() => Err("--peer needs --data-dir".to_owned()),
         None => Ok(Engine::start(engine_config)),
         Some(dir) => {
             let mut options = strand_raft::DurableOptions::new(dir);
@@ -92,6 +93,20 @@ pub async fn start_engine(config: &Config) -> Result<Engine, String> {
                 config::FsyncMode::Never => strand_raft::Fsync::Never,
             };
             options.snapshot_every = config.snapshot_every.max(1);
+            options.node_id = config.node_id;
+            options.peers = config.peers.iter().cloned().collect();
+            if options.peers.len() != config.peers.len() {
+                return Err("a --peer node id is given twice".to_owned());
+            }
+            if options.peers.len() > 1
+                && (config.auth_secret_file.is_some() || config.auth_jwks_file.is_some())
+            {
+                // The Raft routes between nodes are not authenticated yet.
+                return Err(
+                    "--peer with authentication is not supported yet: the Raft traffic under /__strand/raft/ is not authenticated"
+                        .to_owned(),
+                );
+            }
             strand_raft::start_durable(
                 engine_config,
                 Arc::new(strand_engine::SystemClock),

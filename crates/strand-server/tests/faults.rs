@@ -10,147 +10,20 @@
 //! `STRAND_FAULTS_CLIENTS`, `STRAND_FAULTS_ACKS`).
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
+mod process;
+
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use process::{Server, parse_offset, request, start};
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-/// Starts the binary on an ephemeral port and waits for its ready line.
-fn start(dir: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strand-server"))
-        .args(["--listen", "127.0.0.1:0", "--groups", "2", "--data-dir"])
-        .arg(dir)
-        .args(["--snapshot-every", "500"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(addr) = line.strip_prefix("strand-server listening on http://") {
-                let _ = tx.send(addr.trim().to_owned());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("the server printed its ready line");
-    Server {
-        child,
-        addr: addr.parse().unwrap(),
-    }
-}
-
-impl Server {
-    /// SIGKILL, then reap.
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// One HTTP/1.1 request on its own connection.
-async fn request(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, String)],
-    body: &[u8],
-) -> std::io::Result<Reply> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body).await?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no end of headers"))?;
-    let text = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let mut lines = text.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other("no status"))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let mut body = raw[split + 4..].to_vec();
-    if headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"))
-    {
-        body = dechunk(&body);
-    }
-    Ok(Reply {
-        status,
-        headers,
-        body,
-    })
-}
-
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
-        let size = usize::from_str_radix(String::from_utf8_lossy(&raw[..eol]).trim(), 16).unwrap();
-        if size == 0 {
-            break;
-        }
-        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
-        raw = &raw[eol + 4 + size..];
-    }
-    out
-}
-
-fn parse_offset(v: &str) -> u64 {
-    let (hi, lo) = v.split_once('_').unwrap();
-    hi.parse::<u64>().unwrap() * 10_u64.pow(16) + lo.parse::<u64>().unwrap()
 }
 
 /// What one client knows of its stream.
