@@ -371,10 +371,14 @@ fn print_table(
         header.push_str(&format!(" {:>10} |", t.label()));
     }
     for t in targets.iter().skip(1) {
-        header.push_str(&format!(
-            " strand/{:<10} |",
-            t.label().split(' ').next().unwrap_or("")
-        ));
+        // The durable variants are compared by their flag, the peers by
+        // their name.
+        let short = match t {
+            Target::StrandDurable => "durable",
+            Target::StrandNoFsync => "no-fsync",
+            _ => t.label().split(' ').next().unwrap_or(""),
+        };
+        header.push_str(&format!(" strand/{short:<10} |"));
     }
     println!();
     println!("{header}");
