@@ -70,17 +70,19 @@ struct Options {
     server: Server,
     keep: bool,
     auth: bool,
+    durable: bool,
     allow_fail_areas: Vec<String>,
 }
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node] [--auth] [--keep] [--allow-fail-area PREFIX]...";
+pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node] [--auth] [--durable] [--keep] [--allow-fail-area PREFIX]...";
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
         server: Server::Strand,
         keep: false,
         auth: false,
+        durable: false,
         allow_fail_areas: Vec::new(),
     };
     let mut args = args.iter();
@@ -110,6 +112,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--allow-fail-area" => options.allow_fail_areas.push(value("an area prefix")?),
             "--keep" if inline.is_none() => options.keep = true,
             "--auth" if inline.is_none() => options.auth = true,
+            "--durable" if inline.is_none() => options.durable = true,
             _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
         }
     }
@@ -135,12 +138,25 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
         return Err("--auth runs against strand-server only".into());
     }
     let secret = work.join("auth-secret");
-    let extra: Vec<String> = if options.auth {
+    let mut extra: Vec<String> = if options.auth {
         write_secret(&secret)?;
         vec!["--auth-secret-file".into(), secret.display().to_string()]
     } else {
         Vec::new()
     };
+    if options.durable {
+        if options.server != Server::Strand {
+            return Err("--durable runs against strand-server only".into());
+        }
+        // A fresh data directory: strand-server --data-dir, fsync on.
+        let data = work.join("durable-data");
+        match fs::remove_dir_all(&data) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove {}: {e}", data.display())),
+        }
+        extra.extend(["--data-dir".into(), data.display().to_string()]);
+    }
     let mut server = match options.server {
         Server::Strand => start_strand(
             root,
