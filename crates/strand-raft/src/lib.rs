@@ -311,7 +311,8 @@ impl RaftGroup {
     /// feeds it proposals in order.
     /// With `forward`, an entry proposed on a follower is forwarded to the
     /// group's leader (a `propose` message) and answered with the leader's
-    /// outcome.
+    /// outcome once this node has applied it too (read-your-writes on the
+    /// node a client talks to).
     pub fn new(group: usize, raft: Raft<TypeConfig>, log: LogStore, forward: bool) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
         let proposer = raft.clone();
@@ -320,13 +321,14 @@ impl RaftGroup {
                 let copy = forward.then(|| entry.clone());
                 match proposer.client_write_ff(entry).await {
                     Ok(answer) => {
+                        let local = proposer.clone();
                         tokio::spawn(async move {
                             let outcome = match answer.await {
                                 Ok(Ok(response)) => Ok(response.data),
                                 Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(f))) => {
                                     match (copy, f.leader_node) {
                                         (Some(entry), Some(node)) => {
-                                            forward_to(&node.addr, group, &entry).await
+                                            forward_to(&local, &node.addr, group, &entry).await
                                         }
                                         _ => Err(EngineError::Unavailable),
                                     }
@@ -356,8 +358,11 @@ impl RaftGroup {
     }
 }
 
-/// Proposes an entry on the leader at `addr`.
+/// Proposes an entry on the leader at `addr`, then waits until this node
+/// has applied it too, so a client reading from this node after the
+/// answer sees its own write.
 async fn forward_to(
+    local: &Raft<TypeConfig>,
     addr: &str,
     group: usize,
     entry: &GroupEntry,
@@ -370,12 +375,22 @@ async fn forward_to(
             tracing::debug!(error = %e, "forwarding to the leader failed");
             EngineError::Unavailable
         })?;
-    let result: Result<EntryOutcome, String> =
+    let result: Result<(EntryOutcome, u64), String> =
         rmp_serde::from_slice(&answer).map_err(|_| EngineError::Unavailable)?;
-    result.map_err(|e| {
+    let (outcome, index) = result.map_err(|e| {
         tracing::debug!(error = %e, "the leader refused a forwarded entry");
         EngineError::Unavailable
-    })
+    })?;
+    // The entry is committed; without the local apply only read-your-writes
+    // suffers, so a timeout here still answers with the outcome.
+    if let Err(e) = local
+        .wait(Some(Duration::from_secs(10)))
+        .applied_index_at_least(Some(index), "forwarded write")
+        .await
+    {
+        tracing::debug!(error = %e, index, "a forwarded write is not applied here yet");
+    }
+    Ok(outcome)
 }
 
 fn encode_answer<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, String> {
@@ -403,11 +418,11 @@ impl GroupLog for RaftGroup {
                     // Only the leader takes it; a forwarded entry is not
                     // forwarded again.
                     let entry: GroupEntry = decode_request(&body)?;
-                    let answer: Result<EntryOutcome, String> = match raft.client_write(entry).await
-                    {
-                        Ok(response) => Ok(response.data),
-                        Err(e) => Err(e.to_string()),
-                    };
+                    let answer: Result<(EntryOutcome, u64), String> =
+                        match raft.client_write(entry).await {
+                            Ok(response) => Ok((response.data, response.log_id.index)),
+                            Err(e) => Err(e.to_string()),
+                        };
                     encode_answer(&answer)
                 }
                 other => Err(format!("unknown raft message kind {other:?}")),

@@ -140,6 +140,13 @@ async fn three_nodes_survive_losing_the_leader() {
     for seq in 0..150 {
         acked.push((seq, append(via, seq).await));
     }
+    // Read-your-writes on the follower: a forwarded write is answered once
+    // the follower has applied it, so it reads its own writes at once.
+    let r = request(via, "GET", "/v1/stream/c?offset=-1", &[], b"")
+        .await
+        .unwrap();
+    let own: Vec<u8> = (0..150).flat_map(token).collect();
+    assert_eq!(r.body, own, "the follower reads its own forwarded writes");
 
     // kill -9 the leader; keep writing through a survivor.
     nodes[(leader - 1) as usize].take().unwrap().kill9();
