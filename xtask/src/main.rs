@@ -64,7 +64,7 @@ fn print_help() {
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
     println!(
-        "  http-conformance [--server strand|node] [--auth] [--durable] [--keep] [--allow-fail-area PREFIX]..."
+        "  http-conformance [--server strand|node] [--auth] [--durable] [--cluster] [--keep] [--allow-fail-area PREFIX]..."
     );
     println!("           run the official Durable Streams HTTP suite (npm, pinned in");
     println!("           tests/http-conformance) against strand-server (default; built in");
@@ -74,7 +74,8 @@ fn print_help() {
     println!("           --allow-fail-area PREFIX are printed but do not fail the run; --auth");
     println!("           starts strand-server with authentication on and adds a token to");
     println!("           every request of the suite; --durable runs strand-server with");
-    println!("           --data-dir (a fresh directory under target/http-conformance)");
+    println!("           --data-dir (a fresh directory under target/http-conformance);");
+    println!("           --cluster against node 2 of a three-node loopback cluster");
     println!("  faults [--rounds N] [--clients N] [--acks N]");
     println!("           the long kill -9 fault test: strand-server --data-dir on loopback,");
     println!("           clients appending with producers, SIGKILL and restart N times (10),");

@@ -167,9 +167,11 @@ fn check_dir(options: &DurableOptions, groups: usize) -> Result<(), StartError> 
 fn raft_config(options: &DurableOptions) -> Result<openraft::Config, String> {
     openraft::Config {
         cluster_name: "strand".to_owned(),
-        heartbeat_interval: 100,
-        election_timeout_min: 300,
-        election_timeout_max: 600,
+        // A replication RPC times out after one heartbeat interval: 150 ms
+        // leaves room for a connection, an fsync and a busy machine.
+        heartbeat_interval: 150,
+        election_timeout_min: 450,
+        election_timeout_max: 900,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
         // A follower further behind than this catches up by snapshot.
         max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
