@@ -70,17 +70,21 @@ struct Options {
     server: Server,
     keep: bool,
     auth: bool,
+    durable: bool,
+    cluster: bool,
     allow_fail_areas: Vec<String>,
 }
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node] [--auth] [--keep] [--allow-fail-area PREFIX]...";
+pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node] [--auth] [--durable] [--cluster] [--keep] [--allow-fail-area PREFIX]...";
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
         server: Server::Strand,
         keep: false,
         auth: false,
+        durable: false,
+        cluster: false,
         allow_fail_areas: Vec::new(),
     };
     let mut args = args.iter();
@@ -110,6 +114,8 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--allow-fail-area" => options.allow_fail_areas.push(value("an area prefix")?),
             "--keep" if inline.is_none() => options.keep = true,
             "--auth" if inline.is_none() => options.auth = true,
+            "--durable" if inline.is_none() => options.durable = true,
+            "--cluster" if inline.is_none() => options.cluster = true,
             _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
         }
     }
@@ -135,13 +141,55 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
         return Err("--auth runs against strand-server only".into());
     }
     let secret = work.join("auth-secret");
-    let extra: Vec<String> = if options.auth {
+    let mut extra: Vec<String> = if options.auth {
         write_secret(&secret)?;
         vec!["--auth-secret-file".into(), secret.display().to_string()]
     } else {
         Vec::new()
     };
+    if options.durable {
+        if options.server != Server::Strand {
+            return Err("--durable runs against strand-server only".into());
+        }
+        // A fresh data directory: strand-server --data-dir, fsync on.
+        let data = work.join("durable-data");
+        match fs::remove_dir_all(&data) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove {}: {e}", data.display())),
+        }
+        extra.extend(["--data-dir".into(), data.display().to_string()]);
+    }
+    if options.cluster && (options.server != Server::Strand || options.auth) {
+        return Err("--cluster runs against strand-server without --auth only".into());
+    }
+    // With --cluster: nodes 1 and 3 of a three-node cluster run beside the
+    // node under test (node 2), killed when the run ends.
+    let mut cluster_guards = Vec::new();
+    if options.cluster {
+        let (node2, others) = start_cluster(root, &work)?;
+        cluster_guards = others;
+        extra = node2;
+    }
     let mut server = match options.server {
+        Server::Strand if options.cluster => {
+            let mut build = cargo(root);
+            build.args(["build", "--release", "-p", "strand-server"]);
+            run(build)?;
+            let mut cmd = Command::new(strand_binary(root));
+            cmd.current_dir(root).args(&extra);
+            let guard = spawn_server(
+                Server::Strand,
+                cmd,
+                work.join("strand-server.log"),
+                "strand-server listening on ",
+            )?;
+            for other in &cluster_guards {
+                wait_healthy(other)?;
+            }
+            wait_healthy(&guard)?;
+            guard
+        }
         Server::Strand => start_strand(
             root,
             LONG_POLL_TIMEOUT_MS,
@@ -189,6 +237,7 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
         let _ = std::io::stdin().read_line(&mut line);
     }
     drop(server);
+    drop(cluster_guards);
 
     let report = fs::read_to_string(&report_path).map_err(|e| {
         format!(
@@ -294,6 +343,67 @@ pub(crate) fn start_strand(
     let guard = spawn_server(Server::Strand, cmd, log, "strand-server listening on ")?;
     wait_healthy(&guard)?;
     Ok(guard)
+}
+
+fn strand_binary(root: &Path) -> PathBuf {
+    target_dir(root)
+        .join("release")
+        .join(format!("strand-server{}", std::env::consts::EXE_SUFFIX))
+}
+
+/// Starts nodes 1 and 3 of a three-node cluster on free loopback ports
+/// (fresh data directories under `work`) and returns node 2's arguments,
+/// for the node the suite talks to.
+fn start_cluster(root: &Path, work: &Path) -> Result<(Vec<String>, Vec<ServerGuard>), String> {
+    let mut build = cargo(root);
+    build.args(["build", "--release", "-p", "strand-server"]);
+    run(build)?;
+    let mut ports = Vec::new();
+    for _ in 0..3 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| format!("cannot find a free port: {e}"))?;
+        ports.push(
+            listener
+                .local_addr()
+                .map_err(|e| format!("cannot find a free port: {e}"))?
+                .port(),
+        );
+    }
+    let args = |id: usize| -> Result<Vec<String>, String> {
+        let data = work.join(format!("cluster-node-{id}"));
+        match fs::remove_dir_all(&data) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove {}: {e}", data.display())),
+        }
+        let mut a = vec![
+            "--listen".to_owned(),
+            format!("127.0.0.1:{}", ports[id - 1]),
+            "--long-poll-timeout-ms".to_owned(),
+            LONG_POLL_TIMEOUT_MS.to_string(),
+            "--data-dir".to_owned(),
+            data.display().to_string(),
+            "--node-id".to_owned(),
+            id.to_string(),
+        ];
+        for (i, port) in ports.iter().enumerate() {
+            a.push("--peer".to_owned());
+            a.push(format!("{}=http://127.0.0.1:{port}", i + 1));
+        }
+        Ok(a)
+    };
+    let mut guards = Vec::new();
+    for id in [1, 3] {
+        let mut cmd = Command::new(strand_binary(root));
+        cmd.current_dir(root).args(args(id)?);
+        guards.push(spawn_server(
+            Server::Strand,
+            cmd,
+            work.join(format!("cluster-node-{id}.log")),
+            "strand-server listening on ",
+        )?);
+    }
+    Ok((args(2)?, guards))
 }
 
 /// Starts the node reference server script of `work`.

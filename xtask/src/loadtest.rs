@@ -5,7 +5,9 @@
 //! (`durable-streams-server` 0.3.0, installed with `cargo install --locked`
 //! into `target/peers/`), one server at a time, each in memory, each
 //! restarted for every scenario. Prints one table: every figure for each
-//! server and strand's ratio to each peer.
+//! server and strand's ratio to each peer. `--durable` adds strand-server
+//! with `--data-dir` (a fresh directory per scenario, fsync on), and
+//! `--fsync-never` the same with `--fsync never`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -30,11 +32,14 @@ const PEER_VERSION: &str = "0.3.0";
 const LONG_POLL_MS: u64 = 30_000;
 
 /// Usage of the task.
-pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick]";
+pub(crate) const USAGE: &str =
+    "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
     Strand,
+    StrandDurable,
+    StrandNoFsync,
     Node,
     RustPeer,
 }
@@ -43,6 +48,8 @@ impl Target {
     fn label(self) -> &'static str {
         match self {
             Target::Strand => "strand",
+            Target::StrandDurable => "strand durable",
+            Target::StrandNoFsync => "strand fsync never",
             Target::Node => "node 0.3.7",
             Target::RustPeer => "rust 0.3.0",
         }
@@ -139,11 +146,13 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
 
 /// `cargo xtask loadtest ARGS`.
 pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
-    let (mut compare, mut quick) = (false, false);
+    let (mut compare, mut quick, mut durable, mut no_fsync) = (false, false, false, false);
     for a in args {
         match a.as_str() {
             "--compare" => compare = true,
             "--quick" => quick = true,
+            "--durable" => durable = true,
+            "--fsync-never" => no_fsync = true,
             other => return Err(format!("unknown option `{other}`; usage: {USAGE}")),
         }
     }
@@ -160,6 +169,12 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     let work = target_dir(root).join("loadtest");
     fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let mut targets = vec![Target::Strand];
+    if durable {
+        targets.push(Target::StrandDurable);
+    }
+    if no_fsync {
+        targets.push(Target::StrandNoFsync);
+    }
     if compare {
         prepare_packages(root, &target_dir(root).join("http-conformance"))?;
         ensure_peer(root)?;
@@ -203,6 +218,21 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
 fn start(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
     match target {
         Target::Strand => start_strand(root, LONG_POLL_MS, work.join("strand-server.log"), &[]),
+        Target::StrandDurable | Target::StrandNoFsync => {
+            // A fresh data directory for every scenario.
+            let data = work.join("durable-data");
+            let _ = fs::remove_dir_all(&data);
+            let mut extra = vec!["--data-dir".to_owned(), data.display().to_string()];
+            if target == Target::StrandNoFsync {
+                extra.extend(["--fsync".to_owned(), "never".to_owned()]);
+            }
+            start_strand(
+                root,
+                LONG_POLL_MS,
+                work.join("strand-server-durable.log"),
+                &extra,
+            )
+        }
         Target::Node => start_node(
             &target_dir(root).join("http-conformance"),
             LONG_POLL_MS,
@@ -341,10 +371,14 @@ fn print_table(
         header.push_str(&format!(" {:>10} |", t.label()));
     }
     for t in targets.iter().skip(1) {
-        header.push_str(&format!(
-            " strand/{:<10} |",
-            t.label().split(' ').next().unwrap_or("")
-        ));
+        // The durable variants are compared by their flag, the peers by
+        // their name.
+        let short = match t {
+            Target::StrandDurable => "durable",
+            Target::StrandNoFsync => "no-fsync",
+            _ => t.label().split(' ').next().unwrap_or(""),
+        };
+        header.push_str(&format!(" strand/{short:<10} |"));
     }
     println!();
     println!("{header}");

@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         Some("vendor-conformance") => vendor::vendor_conformance(&root, &args[1..]),
         Some("loadtest") => loadtest::loadtest(&root, &args[1..]),
         Some("cold-outage") => cold_outage(&root, &args[1..]),
+        Some("faults") => faults(&root, &args[1..]),
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
         Some("help") | None => {
             print_help();
@@ -64,7 +65,7 @@ fn print_help() {
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
     println!(
-        "  http-conformance [--server strand|node] [--auth] [--keep] [--allow-fail-area PREFIX]..."
+        "  http-conformance [--server strand|node] [--auth] [--durable] [--cluster] [--keep] [--allow-fail-area PREFIX]..."
     );
     println!("           run the official Durable Streams HTTP suite (npm, pinned in");
     println!("           tests/http-conformance) against strand-server (default; built in");
@@ -73,8 +74,14 @@ fn print_help() {
     println!("           the server running until Enter; failures in areas starting with an");
     println!("           --allow-fail-area PREFIX are printed but do not fail the run; --auth");
     println!("           starts strand-server with authentication on and adds a token to");
-    println!("           every request of the suite");
-    println!("  loadtest [--compare] [--quick]");
+    println!("           every request of the suite; --durable runs strand-server with");
+    println!("           --data-dir (a fresh directory under target/http-conformance);");
+    println!("           --cluster against node 2 of a three-node loopback cluster");
+    println!("  faults [--rounds N] [--clients N] [--acks N]");
+    println!("           the long kill -9 fault test: strand-server --data-dir on loopback,");
+    println!("           clients appending with producers, SIGKILL and restart N times (10),");
+    println!("           every acknowledged append checked once at its offset after each");
+    println!("  loadtest [--compare] [--quick] [--durable] [--fsync-never]");
     println!("           strand-bench's scenarios (writes, SSE fan-out, catch-up, idle memory)");
     println!("           against a release strand-server; --compare also runs them against the");
     println!("           node reference server and durable-streams-server 0.3.0 (installed into");
@@ -98,6 +105,44 @@ fn print_help() {
     println!("  tools    install the pinned cargo-insta and cargo-deny if missing or at");
     println!("           another version (ci does this itself before using them)");
     println!("  help     this text");
+}
+
+/// `cargo xtask faults`: `crates/strand-server/tests/faults.rs` with more
+/// rounds, clients and acknowledged appends per round than the normal
+/// suite's short run.
+fn faults(root: &Path, args: &[String]) -> Result<(), String> {
+    let (mut rounds, mut clients, mut acks) = ("10".to_owned(), "16".to_owned(), "3000".to_owned());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let slot = match a.as_str() {
+            "--rounds" => &mut rounds,
+            "--clients" => &mut clients,
+            "--acks" => &mut acks,
+            other => {
+                return Err(format!(
+                    "unknown option `{other}`; usage: cargo xtask faults [--rounds N] [--clients N] [--acks N]"
+                ));
+            }
+        };
+        match it.next() {
+            Some(v) if v.parse::<u64>().is_ok() => v.clone_into(slot),
+            _ => return Err(format!("{a} needs a number")),
+        }
+    }
+    let mut cmd = cargo(root);
+    cmd.args([
+        "test",
+        "-p",
+        "strand-server",
+        "--test",
+        "faults",
+        "--",
+        "--nocapture",
+    ]);
+    cmd.env("STRAND_FAULTS_ROUNDS", &rounds)
+        .env("STRAND_FAULTS_CLIENTS", &clients)
+        .env("STRAND_FAULTS_ACKS", &acks);
+    run(cmd)
 }
 
 fn workspace_root() -> PathBuf {

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
 use crate::group::{self, Op, ReadReply};
+use crate::log::{GroupApplier, GroupLink, GroupLog, GroupStatus};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
@@ -84,6 +85,10 @@ pub enum EngineError {
     /// The engine is shutting down.
     #[error("the engine is shutting down")]
     Shutdown,
+    /// A replicated group cannot take writes now (it has no leader, or its
+    /// log failed): retry later.
+    #[error("the group has no leader")]
+    Unavailable,
 }
 
 /// What a live-read wait ended with.
@@ -122,6 +127,8 @@ pub(crate) struct Inner {
     shutdown: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
     cold: std::sync::OnceLock<Arc<dyn ColdReader>>,
+    /// Each group's log, for a replicated engine (set when attached).
+    logs: Vec<std::sync::OnceLock<Arc<dyn GroupLog>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -155,6 +162,25 @@ impl Engine {
             )));
             groups.push(Group { tx });
         }
+        Self::assemble(
+            &config,
+            clock,
+            groups,
+            tasks,
+            (shutdown, shutdown_rx),
+            unpins,
+        )
+    }
+
+    fn assemble(
+        config: &EngineConfig,
+        clock: Arc<dyn Clock>,
+        groups: Vec<Group>,
+        tasks: Vec<JoinHandle<()>>,
+        (shutdown, shutdown_rx): (watch::Sender<bool>, watch::Receiver<bool>),
+        unpins: Arc<tokio::sync::Notify>,
+    ) -> Self {
+        let logs = groups.iter().map(|_| std::sync::OnceLock::new()).collect();
         let engine = Self {
             inner: Arc::new(Inner {
                 groups,
@@ -163,6 +189,7 @@ impl Engine {
                 shutdown,
                 tasks: std::sync::Mutex::new(tasks),
                 cold: std::sync::OnceLock::new(),
+                logs,
             }),
         };
         let janitor = tokio::spawn(crate::forks::deliver_unpins(
@@ -174,6 +201,91 @@ impl Engine {
             tasks.push(janitor);
         }
         engine
+    }
+
+    /// Starts an engine whose groups apply their state changes through a
+    /// replicated log. Each returned [`GroupLink`] gives its log the
+    /// [`GroupApplier`] that applies committed entries to the group's
+    /// machine; a group serves no request until its log is attached
+    /// ([`GroupLink::attach`]), but applies (replays) entries before.
+    pub fn start_replicated(config: EngineConfig, clock: Arc<dyn Clock>) -> (Self, Vec<GroupLink>) {
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let unpins = Arc::new(tokio::sync::Notify::new());
+        let mut groups = Vec::new();
+        let mut tasks = Vec::new();
+        let mut appliers = Vec::new();
+        for index in 0..config.groups.max(1) {
+            let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
+            let (log_tx, log_rx) = mpsc::unbounded_channel();
+            tasks.push(tokio::spawn(group::run_replicated(
+                rx,
+                tx.downgrade(),
+                log_rx,
+                shutdown_rx.clone(),
+                config.machine,
+                Arc::clone(&unpins),
+            )));
+            groups.push(Group { tx });
+            appliers.push(GroupApplier::new(index, log_tx));
+        }
+        let engine = Self::assemble(
+            &config,
+            clock,
+            groups,
+            tasks,
+            (shutdown, shutdown_rx),
+            unpins,
+        );
+        let links = appliers
+            .into_iter()
+            .map(|applier| GroupLink {
+                applier,
+                engine: engine.clone(),
+            })
+            .collect();
+        (engine, links)
+    }
+
+    pub(crate) fn set_log(&self, group: usize, log: Arc<dyn GroupLog>) {
+        if let Some(slot) = self.inner.logs.get(group) {
+            let _ = slot.set(log);
+        }
+    }
+
+    /// Whether the engine's groups are replicated (started with
+    /// [`Engine::start_replicated`]).
+    pub fn is_replicated(&self) -> bool {
+        self.inner.logs.iter().any(|l| l.get().is_some())
+    }
+
+    /// Hands a peer's message to a group's log (the cluster transport
+    /// carries it; the log decodes it).
+    ///
+    /// # Errors
+    /// No such group, an in-memory engine, or the log's own error.
+    pub async fn log_message(
+        &self,
+        group: usize,
+        kind: &str,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, String> {
+        let log = self
+            .inner
+            .logs
+            .get(group)
+            .and_then(|l| l.get())
+            .ok_or_else(|| format!("no replicated group {group}"))?;
+        log.message(kind, body).await
+    }
+
+    /// Each group's replication status, in group order; empty for an
+    /// in-memory engine.
+    pub fn group_status(&self) -> Vec<GroupStatus> {
+        self.inner
+            .logs
+            .iter()
+            .filter_map(|l| l.get().map(|log| log.status()))
+            .collect()
     }
 
     /// The number of groups.
@@ -203,7 +315,15 @@ impl Engine {
             Err(mpsc::error::TrySendError::Full(_)) => return Err(EngineError::Busy),
             Err(mpsc::error::TrySendError::Closed(_)) => return Err(EngineError::Shutdown),
         }
-        rx.await.map_err(|_| EngineError::Shutdown)
+        // A reply dropped while the engine runs is a replicated group's
+        // proposal that failed (no leader, the log stopped).
+        rx.await.map_err(|_| {
+            if *self.inner.shutdown.borrow() {
+                EngineError::Shutdown
+            } else {
+                EngineError::Unavailable
+            }
+        })
     }
 
     /// Applies a command in the group of `placement` (the stream it names,
@@ -285,8 +405,7 @@ impl Engine {
     /// Appends to several streams of one affinity group in one step: every
     /// command must be an `Append` to a stream with the same bucket and
     /// affinity key (so they share a group); on the first error nothing
-    /// is applied. Not yet a single replicated command: a replicated engine
-    /// must log it as one entry.
+    /// is applied. It is one entry of the group's log.
     pub async fn transaction(
         &self,
         placement: &BucketStreamId,
@@ -518,6 +637,10 @@ impl Engine {
     /// [`WaitOutcome::Shutdown`], queued requests are dropped, and the
     /// owner tasks end. Waits for them.
     pub async fn shutdown(&self) {
+        // Stop the logs first: they apply through the group tasks.
+        for log in self.inner.logs.iter().filter_map(|l| l.get()) {
+            log.shutdown().await;
+        }
         let _ = self.inner.shutdown.send(true);
         let tasks: Vec<JoinHandle<()>> = match self.inner.tasks.lock() {
             Ok(mut guard) => guard.drain(..).collect(),

@@ -2,13 +2,20 @@
 //! `StreamStateMachine`. Requests arrive through a bounded queue and are
 //! served one at a time, so no lock is shared between groups.
 //!
-//! Every state change goes through [`GroupCore::commit`], the seam where a
-//! replicated engine proposes the command to the group's log instead of
-//! applying it directly; reads and waits stay local.
+//! Every state change is a [`GroupEntry`] applied by
+//! [`GroupCore::apply_entry`], the one function both engines share: the
+//! in-memory engine applies an entry as it arrives; a replicated engine
+//! proposes it to the group's [`GroupLog`] and applies it when the log
+//! hands it back committed (a [`LogInput::Apply`]). Reads and waits stay
+//! local.
+
+use std::sync::Arc;
 
 use strand::{BucketStreamId, MachineOptions, StreamCommand, StreamResponse, StreamStateMachine};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::engine::EngineError;
+use crate::log::{EntryOutcome, GroupEntry, GroupLog, LogInput};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
@@ -92,10 +99,63 @@ pub(crate) enum ReadReply {
     },
 }
 
+/// What a read or head does once its access is applied: it gets the
+/// machine and whether the stream is there.
+type AfterAccess = Box<dyn FnOnce(&StreamStateMachine, bool) + Send>;
+
+/// Where a proposed entry's outcome goes.
+enum Reply {
+    Response(oneshot::Sender<StreamResponse>),
+    Write(oneshot::Sender<WriteOutcome>),
+    Transaction(oneshot::Sender<TransactionOutcome>),
+    /// Continue a read or head once its access entry is applied.
+    Access(Box<dyn FnOnce(bool) + Send>),
+}
+
+impl Reply {
+    /// Sends an outcome; a failure (or a mismatched outcome, which a
+    /// correct log never produces) drops the sender, so the caller sees
+    /// the engine's error.
+    fn send(self, outcome: Result<EntryOutcome, EngineError>) {
+        match (self, outcome) {
+            (Reply::Response(tx), Ok(EntryOutcome::Response(r))) => {
+                let _ = tx.send(r);
+            }
+            (Reply::Write(tx), Ok(EntryOutcome::Write(w))) => {
+                let _ = tx.send(w);
+            }
+            (Reply::Transaction(tx), Ok(EntryOutcome::Transaction(t))) => {
+                let _ = tx.send(t);
+            }
+            (Reply::Access(f), Ok(EntryOutcome::Accessed(present))) => f(present),
+            (_, Ok(other)) => {
+                tracing::error!(
+                    ?other,
+                    "a log answered an entry with another kind of outcome"
+                );
+            }
+            (_, Err(e)) => tracing::debug!(error = %e, "a proposal failed"),
+        }
+    }
+}
+
+/// How a group applies its entries.
+enum Backend {
+    /// Applied as they arrive (the in-memory engine).
+    Memory,
+    /// Proposed to the group's log once it is attached.
+    Replicated {
+        log: Option<Arc<dyn GroupLog>>,
+        /// The group's own queue, to continue reads after an access entry.
+        requeue: mpsc::WeakSender<Op>,
+    },
+}
+
 /// A group's state inside its task.
 pub(crate) struct GroupCore {
     machine: StreamStateMachine,
     waiters: Waiters,
+    backend: Backend,
 }
 
 impl GroupCore {
@@ -103,6 +163,75 @@ impl GroupCore {
         Self {
             machine: StreamStateMachine::with_options(options),
             waiters: Waiters::default(),
+            backend: Backend::Memory,
+        }
+    }
+
+    fn replicated(options: MachineOptions, requeue: mpsc::WeakSender<Op>) -> Self {
+        Self {
+            backend: Backend::Replicated { log: None, requeue },
+            ..Self::new(options)
+        }
+    }
+
+    /// Whether the group serves requests (a replicated group only once its
+    /// log is attached).
+    fn ready(&self) -> bool {
+        match &self.backend {
+            Backend::Memory => true,
+            Backend::Replicated { log, .. } => log.is_some(),
+        }
+    }
+
+    /// Applies an entry now (in memory) or proposes it to the log.
+    fn submit(&mut self, entry: GroupEntry, reply: Reply) {
+        match &self.backend {
+            Backend::Memory => {
+                let outcome = self.apply_entry(entry);
+                reply.send(Ok(outcome));
+            }
+            Backend::Replicated { log: Some(log), .. } => {
+                log.propose(entry, Box::new(move |outcome| reply.send(outcome)));
+            }
+            Backend::Replicated { log: None, .. } => reply.send(Err(EngineError::Unavailable)),
+        }
+    }
+
+    /// Applies one entry: the deterministic function of the machine's
+    /// state and the entry that both engines share.
+    pub(crate) fn apply_entry(&mut self, entry: GroupEntry) -> EntryOutcome {
+        match entry {
+            GroupEntry::Command(command) => EntryOutcome::Response(self.commit(command)),
+            GroupEntry::Create {
+                command,
+                media_type_match,
+            } => EntryOutcome::Response(self.create(command, media_type_match)),
+            GroupEntry::Write { request, now_ms } => {
+                EntryOutcome::Write(self.write(*request, now_ms))
+            }
+            GroupEntry::Delete { stream_id, now_ms } => {
+                EntryOutcome::Response(if self.access(&stream_id, now_ms, false) {
+                    self.commit(StreamCommand::DeleteStream { stream_id })
+                } else {
+                    not_found(&stream_id)
+                })
+            }
+            GroupEntry::Access {
+                stream_id,
+                now_ms,
+                renew,
+            } => EntryOutcome::Accessed(self.access(&stream_id, now_ms, renew)),
+            GroupEntry::Transaction { commands } => {
+                let touched: Vec<BucketStreamId> =
+                    commands.iter().filter_map(touched_stream).collect();
+                let outcome = self.machine.append_transaction(commands);
+                if outcome.is_ok() {
+                    for id in &touched {
+                        self.waiters.wake(id);
+                    }
+                }
+                EntryOutcome::Transaction(outcome)
+            }
         }
     }
 
@@ -180,48 +309,86 @@ impl GroupCore {
         }
     }
 
+    /// Runs `then` on the machine once the stream's access at `now_ms` is
+    /// applied (with whether the stream is there): at once when the access
+    /// changes nothing or the group is in memory, else after the log has
+    /// applied the access entry (through the group's own queue).
+    fn accessed(&mut self, id: BucketStreamId, now_ms: u64, renew: bool, then: AfterAccess) {
+        let requeue = match &self.backend {
+            Backend::Replicated { requeue, .. }
+                if self.machine.access_requires_write(&id, now_ms, renew) == Ok(true) =>
+            {
+                requeue.clone()
+            }
+            _ => {
+                let present = self.access(&id, now_ms, renew);
+                then(&self.machine, present);
+                return;
+            }
+        };
+        let entry = GroupEntry::Access {
+            stream_id: id,
+            now_ms,
+            renew,
+        };
+        let resume = Box::new(move |present: bool| {
+            if let Some(tx) = requeue.upgrade() {
+                // The continuation only reads; a full queue drops it and the
+                // caller sees the engine's error.
+                let _ = tx.try_send(Op::Query(Box::new(move |m| then(m, present))));
+            }
+        });
+        self.submit(entry, Reply::Access(resume));
+    }
+
     pub(crate) fn serve(&mut self, op: Op) {
         match op {
             Op::Apply { command, reply } => {
-                let _ = reply.send(self.commit(command));
+                self.submit(GroupEntry::Command(command), Reply::Response(reply));
             }
             Op::Create {
                 command,
                 media_type_match,
                 reply,
-            } => {
-                let _ = reply.send(self.create(command, media_type_match));
-            }
+            } => self.submit(
+                GroupEntry::Create {
+                    command,
+                    media_type_match,
+                },
+                Reply::Response(reply),
+            ),
             Op::Write {
                 request,
                 now_ms,
                 reply,
-            } => {
-                let _ = reply.send(self.write(*request, now_ms));
-            }
+            } => self.submit(GroupEntry::Write { request, now_ms }, Reply::Write(reply)),
             Op::Delete {
                 stream_id,
                 now_ms,
                 reply,
-            } => {
-                let response = if self.access(&stream_id, now_ms, false) {
-                    self.commit(StreamCommand::DeleteStream { stream_id })
-                } else {
-                    not_found(&stream_id)
-                };
-                let _ = reply.send(response);
-            }
+            } => self.submit(
+                GroupEntry::Delete { stream_id, now_ms },
+                Reply::Response(reply),
+            ),
             Op::Head {
                 stream_id,
                 now_ms,
                 reply,
             } => {
-                let head = if self.access(&stream_id, now_ms, false) {
-                    self.machine.head(&stream_id).cloned()
-                } else {
-                    None
-                };
-                let _ = reply.send(head);
+                let id = stream_id.clone();
+                self.accessed(
+                    stream_id,
+                    now_ms,
+                    false,
+                    Box::new(move |machine, present| {
+                        let head = if present {
+                            machine.head(&id).cloned()
+                        } else {
+                            None
+                        };
+                        let _ = reply.send(head);
+                    }),
+                );
             }
             Op::Read {
                 stream_id,
@@ -231,12 +398,26 @@ impl GroupCore {
                 through,
                 reply,
             } => {
-                let answer = if through {
-                    self.read_through(&stream_id, from, max_len)
-                } else {
-                    self.read(&stream_id, from, max_len, now_ms)
-                };
-                let _ = reply.send(answer);
+                if through {
+                    // A fork reading through this stream: no access, no
+                    // expiry, nothing to propose.
+                    let _ = reply.send(read_through(&self.machine, &stream_id, from, max_len));
+                    return;
+                }
+                let id = stream_id.clone();
+                self.accessed(
+                    stream_id,
+                    now_ms,
+                    true,
+                    Box::new(move |machine, present| {
+                        let outcome = if present {
+                            read(machine, &id, from, max_len, now_ms)
+                        } else {
+                            ReadReply::Data(Err(not_found(&id)))
+                        };
+                        let _ = reply.send(outcome);
+                    }),
+                );
             }
             Op::Wait {
                 stream_id,
@@ -250,18 +431,45 @@ impl GroupCore {
                     let _ = reply.send(Wake::Changed);
                 }
             },
-            Op::Transaction { commands, reply } => {
-                let touched: Vec<BucketStreamId> =
-                    commands.iter().filter_map(touched_stream).collect();
-                let outcome = self.machine.append_transaction(commands);
-                if outcome.is_ok() {
-                    for id in &touched {
-                        self.waiters.wake(id);
-                    }
-                }
-                let _ = reply.send(outcome);
-            }
+            Op::Transaction { commands, reply } => self.submit(
+                GroupEntry::Transaction { commands },
+                Reply::Transaction(reply),
+            ),
             Op::Query(query) => query(&self.machine),
+        }
+    }
+
+    /// Serves a message of the group's log.
+    fn serve_log(&mut self, input: LogInput) {
+        match input {
+            LogInput::Attach(log) => {
+                if let Backend::Replicated { log: slot, .. } = &mut self.backend {
+                    *slot = Some(log);
+                }
+            }
+            LogInput::Apply { entries, reply } => {
+                let outcomes = entries.into_iter().map(|e| self.apply_entry(e)).collect();
+                let _ = reply.send(outcomes);
+            }
+            LogInput::Snapshot { reply } => {
+                let mut out = Vec::new();
+                let result =
+                    strand::write_snapshot(&self.machine, strand::SnapshotFormat::Binary, &mut out)
+                        .map(|()| out)
+                        .map_err(|e| e.to_string());
+                let _ = reply.send(result);
+            }
+            LogInput::Restore { bytes, reply } => {
+                let result = match strand::restore_from_slice(&bytes) {
+                    Ok(machine) => {
+                        self.machine = machine;
+                        self.waiters.wake_all(&Wake::Changed);
+                        Ok(())
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                let _ = reply.send(result);
+            }
         }
     }
 
@@ -367,73 +575,6 @@ impl GroupCore {
         }
     }
 
-    fn read(
-        &mut self,
-        id: &BucketStreamId,
-        from: ReadFrom,
-        max_len: usize,
-        now_ms: u64,
-    ) -> ReadReply {
-        if !self.access(id, now_ms, true) {
-            return ReadReply::Data(Err(not_found(id)));
-        }
-        let offset = match from {
-            ReadFrom::Start => self.machine.read_start_offset(id),
-            ReadFrom::Tail => self.machine.head(id).map_or(0, |m| m.tail_offset),
-            ReadFrom::Offset(offset) => offset,
-        };
-        if let Some((source, cap)) = self.machine.fork_origin(id)
-            && offset < cap
-            && !self.machine.is_soft_deleted(id)
-        {
-            let start = self.machine.read_start_offset(id);
-            if offset < start {
-                return ReadReply::Data(Err(StreamResponse::error_at(
-                    strand::StreamErrorCode::StreamGone,
-                    start,
-                    format!("offset {offset} of stream '{id}' is below its first offset {start}"),
-                )));
-            }
-            return ReadReply::Inherited {
-                source,
-                cap,
-                offset,
-                content_type: self.content_type(id),
-            };
-        }
-        cold_or_data(
-            offset,
-            self.machine.read_hot_at(id, offset, max_len, now_ms),
-        )
-    }
-
-    fn content_type(&self, id: &BucketStreamId) -> String {
-        self.machine
-            .head(id)
-            .map(|m| m.content_type.clone())
-            .unwrap_or_default()
-    }
-
-    /// A fork's read through this stream: no expiry, no renewal.
-    fn read_through(&self, id: &BucketStreamId, from: ReadFrom, max_len: usize) -> ReadReply {
-        let offset = match from {
-            ReadFrom::Offset(offset) => offset,
-            ReadFrom::Start => self.machine.read_start_offset(id),
-            ReadFrom::Tail => self.machine.head(id).map_or(0, |m| m.tail_offset),
-        };
-        if let Some((source, cap)) = self.machine.fork_origin(id)
-            && offset < cap
-        {
-            return ReadReply::Inherited {
-                source,
-                cap,
-                offset,
-                content_type: self.content_type(id),
-            };
-        }
-        cold_or_data(offset, self.machine.read_hot_through(id, offset, max_len))
-    }
-
     /// Ends every parked reader (shutdown).
     pub(crate) fn shutdown(&mut self) {
         self.waiters.wake_all(&Wake::Shutdown);
@@ -450,16 +591,114 @@ fn cold_or_data(offset: u64, outcome: ReadOutcome) -> ReadReply {
     }
 }
 
+fn content_type(machine: &StreamStateMachine, id: &BucketStreamId) -> String {
+    machine
+        .head(id)
+        .map(|m| m.content_type.clone())
+        .unwrap_or_default()
+}
+
+/// A read of a stream whose access has been applied. Below a fork's fork
+/// offset it answers where to continue (`docs/forks.md` §6.2).
+fn read(
+    machine: &StreamStateMachine,
+    id: &BucketStreamId,
+    from: ReadFrom,
+    max_len: usize,
+    now_ms: u64,
+) -> ReadReply {
+    let offset = match from {
+        ReadFrom::Start => machine.read_start_offset(id),
+        ReadFrom::Tail => machine.head(id).map_or(0, |m| m.tail_offset),
+        ReadFrom::Offset(offset) => offset,
+    };
+    if let Some((source, cap)) = machine.fork_origin(id)
+        && offset < cap
+        && !machine.is_soft_deleted(id)
+    {
+        let start = machine.read_start_offset(id);
+        if offset < start {
+            return ReadReply::Data(Err(StreamResponse::error_at(
+                strand::StreamErrorCode::StreamGone,
+                start,
+                format!("offset {offset} of stream '{id}' is below its first offset {start}"),
+            )));
+        }
+        return ReadReply::Inherited {
+            source,
+            cap,
+            offset,
+            content_type: content_type(machine, id),
+        };
+    }
+    cold_or_data(offset, machine.read_hot_at(id, offset, max_len, now_ms))
+}
+
+/// A fork's read through this stream: no expiry, no renewal.
+fn read_through(
+    machine: &StreamStateMachine,
+    id: &BucketStreamId,
+    from: ReadFrom,
+    max_len: usize,
+) -> ReadReply {
+    let offset = match from {
+        ReadFrom::Offset(offset) => offset,
+        ReadFrom::Start => machine.read_start_offset(id),
+        ReadFrom::Tail => machine.head(id).map_or(0, |m| m.tail_offset),
+    };
+    if let Some((source, cap)) = machine.fork_origin(id)
+        && offset < cap
+    {
+        return ReadReply::Inherited {
+            source,
+            cap,
+            offset,
+            content_type: content_type(machine, id),
+        };
+    }
+    cold_or_data(offset, machine.read_hot_through(id, offset, max_len))
+}
+
 /// The owner task's loop: serve requests until every sender is gone or
 /// shutdown is signalled, then end the parked readers.
 pub(crate) async fn run(
-    mut rx: mpsc::Receiver<Op>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    rx: mpsc::Receiver<Op>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
     options: MachineOptions,
-    unpins: std::sync::Arc<tokio::sync::Notify>,
+    unpins: Arc<tokio::sync::Notify>,
 ) {
-    let mut core = GroupCore::new(options);
+    run_core(GroupCore::new(options), rx, None, shutdown, unpins).await;
+}
+
+/// The loop of a replicated group: entries are proposed to the log that
+/// arrives through `log_rx`, and applied when the log hands them back.
+pub(crate) async fn run_replicated(
+    rx: mpsc::Receiver<Op>,
+    requeue: mpsc::WeakSender<Op>,
+    log_rx: mpsc::UnboundedReceiver<LogInput>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    options: MachineOptions,
+    unpins: Arc<tokio::sync::Notify>,
+) {
+    run_core(
+        GroupCore::replicated(options, requeue),
+        rx,
+        Some(log_rx),
+        shutdown,
+        unpins,
+    )
+    .await;
+}
+
+async fn run_core(
+    mut core: GroupCore,
+    mut rx: mpsc::Receiver<Op>,
+    mut log_rx: Option<mpsc::UnboundedReceiver<LogInput>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    unpins: Arc<tokio::sync::Notify>,
+) {
     loop {
+        let ready = core.ready();
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
@@ -467,17 +706,24 @@ pub(crate) async fn run(
                     break;
                 }
             }
-            op = rx.recv() => match op {
-                Some(op) => {
-                    core.serve(op);
-                    // Removed forks leave unpins for their sources, which
-                    // may live in other groups: the engine delivers them.
-                    if core.machine.has_pending_fork_unpins() {
-                        unpins.notify_one();
-                    }
+            input = async {
+                match log_rx.as_mut() {
+                    Some(r) => r.recv().await,
+                    None => std::future::pending().await,
                 }
+            } => match input {
+                Some(input) => core.serve_log(input),
+                None => log_rx = None,
+            },
+            op = rx.recv(), if ready => match op {
+                Some(op) => core.serve(op),
                 None => break,
             },
+        }
+        // Removed forks leave unpins for their sources, which may live in
+        // other groups: the engine delivers them.
+        if core.machine.has_pending_fork_unpins() {
+            unpins.notify_one();
         }
     }
     core.shutdown();

@@ -10,14 +10,19 @@
 //!
 //! It must not know HTTP, headers or the Durable Streams wire format: the
 //! server crate parses requests into the typed calls of [`Engine`] and
-//! renders what they answer. Every state change goes through one seam (the
-//! group's commit), where a replicated engine proposes to the group's log
-//! instead of applying directly; the [`Engine`] interface stays the same.
+//! renders what they answer. Every state change is a [`GroupEntry`] that
+//! one function applies: the in-memory engine ([`Engine::start`]) applies
+//! it at once; a replicated engine ([`Engine::start_replicated`]) proposes
+//! it to the group's [`GroupLog`] (implemented by `strand-raft`, which
+//! this crate does not know) and applies it when the log hands it back
+//! committed through the group's [`GroupApplier`]. The [`Engine`]
+//! interface is the same for both.
 
 mod clock;
 mod engine;
 mod forks;
 mod group;
+mod log;
 mod ops;
 mod placement;
 mod waiters;
@@ -28,6 +33,10 @@ pub use engine::{
 };
 pub use forks::{ForkRequest, MAX_FORK_DEPTH};
 pub use group::{media_type, same_media_type};
+pub use log::{
+    EntryOutcome, GroupApplier, GroupEntry, GroupLink, GroupLog, GroupStatus, LogFuture,
+    PendingSnapshot, ProposalDone,
+};
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};
 pub use waiters::AppendNotice;

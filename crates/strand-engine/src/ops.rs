@@ -14,7 +14,7 @@ pub enum ReadFrom {
 }
 
 /// A write to a stream: an append, an append-and-close, or a close.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WriteRequest {
     /// The target stream.
     pub stream_id: BucketStreamId,
@@ -43,7 +43,7 @@ pub struct WriteRequest {
 pub type TransactionOutcome = Result<Vec<StreamResponse>, StreamResponse>;
 
 /// What a write answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WriteOutcome {
     /// The machine's response.
     pub response: StreamResponse,

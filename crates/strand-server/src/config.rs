@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// strand-server: the Durable Streams HTTP protocol on strand's state
-/// machine, in memory, one node.
+/// machine, in memory or durable on disk (`--data-dir`), one node.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "strand-server",
@@ -163,6 +163,58 @@ pub struct Config {
     /// an orphan yet.
     #[arg(long, default_value_t = 3_600_000)]
     pub cold_orphan_grace_ms: u64,
+    /// Keep every group durable in this directory: a one-voter Raft group
+    /// per group (openraft), its log and snapshots on disk, recovered at
+    /// start. Without it everything is in memory.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// When the log is synced to disk (with `--data-dir`): `always` (a
+    /// write is acknowledged only after its log record is fsynced; many
+    /// writes share one fsync) or `never` (UNSAFE: acknowledged writes can
+    /// be lost when the machine crashes; for benchmarks only).
+    #[arg(long, value_enum, default_value_t = FsyncMode::Always)]
+    pub fsync: FsyncMode,
+    /// Log entries between a group's snapshots (with `--data-dir`); the
+    /// log is purged up to each snapshot.
+    #[arg(long, default_value_t = 20_000)]
+    pub snapshot_every: u64,
+    /// This node's id in a cluster (with `--data-dir` and `--peer`).
+    #[arg(long, default_value_t = 1)]
+    pub node_id: u64,
+    /// A cluster member, `ID=http://HOST:PORT` (its HTTP listen address),
+    /// repeated for every member including this node (with `--data-dir`).
+    /// Raft traffic between nodes goes over the same listener under
+    /// `/__strand/raft/`.
+    #[arg(long = "peer", value_parser = parse_peer)]
+    pub peers: Vec<(u64, String)>,
+}
+
+/// Parses `ID=http://HOST:PORT`.
+fn parse_peer(text: &str) -> Result<(u64, String), String> {
+    let (id, url) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected ID=http://HOST:PORT"))?;
+    let id: u64 = id
+        .trim()
+        .parse()
+        .map_err(|e| format!("{text:?}: the node id: {e}"))?;
+    let url = url.trim().trim_end_matches('/');
+    let host = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{text:?}: the address must start with http://"))?;
+    if host.is_empty() || host.contains('/') {
+        return Err(format!("{text:?}: expected http://HOST:PORT"));
+    }
+    Ok((id, url.to_owned()))
+}
+
+/// `--fsync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FsyncMode {
+    /// Sync every batch of log records before acknowledging it.
+    Always,
+    /// Never sync (unsafe; benchmarks only).
+    Never,
 }
 
 impl Config {

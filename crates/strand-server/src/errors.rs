@@ -139,7 +139,7 @@ impl ApiError {
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         match error {
-            EngineError::Busy | EngineError::TooManyWaiters => {
+            EngineError::Busy | EngineError::TooManyWaiters | EngineError::Unavailable => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
                     .with_header("retry-after", "1")
             }

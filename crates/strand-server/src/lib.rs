@@ -82,6 +82,49 @@ pub fn engine_config(config: &Config) -> EngineConfig {
     }
 }
 
+/// Starts the engine a configuration asks for: in memory, or durable in
+/// `--data-dir` (recovering the groups' snapshots and logs first).
+///
+/// # Errors
+/// A durable node that cannot start (a damaged log names its file and
+/// offset).
+pub async fn start_engine(config: &Config) -> Result<Engine, String> {
+    let engine_config = engine_config(config);
+    match &config.data_dir {
+        None if !config.peers.is_empty() => Err("--peer needs --data-dir".to_owned()),
+        None => Ok(Engine::start(engine_config)),
+        Some(dir) => {
+            let mut options = strand_raft::DurableOptions::new(dir);
+            options.fsync = match config.fsync {
+                config::FsyncMode::Always => strand_raft::Fsync::Always,
+                config::FsyncMode::Never => strand_raft::Fsync::Never,
+            };
+            options.snapshot_every = config.snapshot_every.max(1);
+            options.node_id = config.node_id;
+            options.peers = config.peers.iter().cloned().collect();
+            if options.peers.len() != config.peers.len() {
+                return Err("a --peer node id is given twice".to_owned());
+            }
+            if options.peers.len() > 1
+                && (config.auth_secret_file.is_some() || config.auth_jwks_file.is_some())
+            {
+                // The Raft routes between nodes are not authenticated yet.
+                return Err(
+                    "--peer with authentication is not supported yet: the Raft traffic under /__strand/raft/ is not authenticated"
+                        .to_owned(),
+                );
+            }
+            strand_raft::start_durable(
+                engine_config,
+                Arc::new(strand_engine::SystemClock),
+                &options,
+            )
+            .await
+            .map_err(|e| format!("--data-dir {}: {e}", dir.display()))
+        }
+    }
+}
+
 /// Serves on `listener` until `signal` completes: then stops accepting,
 /// ends live reads, lets in-flight requests finish, and stops the engine.
 pub async fn serve(
@@ -89,7 +132,7 @@ pub async fn serve(
     listener: TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let engine = Engine::start(engine_config(&config));
+    let engine = start_engine(&config).await.map_err(std::io::Error::other)?;
     serve_with_engine(config, listener, engine, signal).await
 }
 

@@ -75,9 +75,22 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if config.fsync == strand_server::config::FsyncMode::Never && config.data_dir.is_some() {
+        eprintln!(
+            "strand-server: warning: --fsync never: acknowledged writes can be lost if the machine crashes (benchmarks only)"
+        );
+    }
+    // A durable node recovers its groups before it says it is ready.
+    let engine = match strand_server::start_engine(&config).await {
+        Ok(engine) => engine,
+        Err(e) => {
+            eprintln!("strand-server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let scheme = if tls_on { "https" } else { "http" };
     println!("strand-server listening on {scheme}://{addr}");
-    match strand_server::serve(config, listener, shutdown_signal()).await {
+    match strand_server::serve_with_engine(config, listener, engine, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strand-server: {e}");

@@ -30,6 +30,57 @@ pub fn router(state: AppState) -> Router {
     Router::new().fallback(dispatch).with_state(state)
 }
 
+/// `GET /__strand/health`: 200 with the node's mode and, for a durable
+/// node, each group's leader and applied index; 503 while a durable
+/// group has no leader.
+fn health(state: &AppState) -> Response {
+    let groups = state.engine.group_status();
+    let durable = state.engine.is_replicated();
+    let ready = groups.iter().all(|g| g.leader.is_some());
+    let body = serde_json::json!({
+        "status": if ready { "ok" } else { "no-leader" },
+        "mode": if durable { "durable" } else { "memory" },
+        "groups": groups,
+    });
+    let status = if ready {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        format!("{body}\n"),
+    )
+        .into_response()
+}
+
+/// `POST /__strand/raft/{group}/{kind}`: a peer's Raft message for one of
+/// this node's groups, handed to the group's log as it is.
+async fn raft_message(state: &AppState, rest: &str, request: Request) -> Response {
+    use axum::http::StatusCode;
+    let Some((group, kind)) = rest.split_once('/') else {
+        return (StatusCode::NOT_FOUND, "no such raft route\n").into_response();
+    };
+    let Ok(group) = group.parse::<usize>() else {
+        return (StatusCode::NOT_FOUND, "no such group\n").into_response();
+    };
+    let kind = kind.to_owned();
+    let body = match axum::body::to_bytes(request.into_body(), 256 << 20).await {
+        Ok(b) => b.to_vec(),
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    };
+    match state.engine.log_message(group, &kind, body).await {
+        Ok(answer) => (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
+            answer,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
 async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
@@ -40,7 +91,11 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
         crate::cors::preflight()
     } else if uri.path() == "/__strand/health" && (method == Method::GET || method == Method::HEAD)
     {
-        "ok\n".into_response()
+        health(&state)
+    } else if let Some(rest) = uri.path().strip_prefix("/__strand/raft/")
+        && method == Method::POST
+    {
+        raft_message(&state, rest, request).await
     } else {
         match route(state, request).await {
             Ok(response) => response,

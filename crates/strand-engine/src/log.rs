@@ -1,0 +1,251 @@
+//! The group interface a replicated log implements.
+//!
+//! A group's state changes are [`GroupEntry`]s: engine-level operations
+//! that carry everything they need (the edge clock's `now_ms` included) so
+//! that applying one is a deterministic function of the machine's state and
+//! the entry. The in-memory engine applies an entry as soon as its group
+//! task receives it; a replicated engine hands it to the group's
+//! [`GroupLog`], which orders it, makes it durable and feeds it back
+//! through the group's [`GroupApplier`] once committed, where the same
+//! function applies it. The engine knows no log format and no consensus:
+//! the log knows no stream semantics.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use strand::{BucketStreamId, StreamCommand, StreamResponse};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::engine::EngineError;
+use crate::ops::{TransactionOutcome, WriteOutcome, WriteRequest};
+
+/// One replicated operation of a group. Every check that depends on the
+/// machine's state (a media-type match, a missing bucket, expiry) happens
+/// when the entry is applied, so replicas that apply the same entries end
+/// in the same state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GroupEntry {
+    /// A machine command applied as it is.
+    Command(StreamCommand),
+    /// Create a stream (a `CreateStream` command), creating its bucket in
+    /// the group first when it is missing there; with `media_type_match`
+    /// a content type naming the existing stream's media type counts as
+    /// the same.
+    Create {
+        /// The `CreateStream` command.
+        command: StreamCommand,
+        /// Compare content types as media types.
+        media_type_match: bool,
+    },
+    /// An append, append-and-close or close.
+    Write {
+        /// The write.
+        request: Box<WriteRequest>,
+        /// The edge clock's time of the request.
+        now_ms: u64,
+    },
+    /// Delete a stream unless it has expired (then it is not found).
+    Delete {
+        /// The stream.
+        stream_id: BucketStreamId,
+        /// The edge clock's time of the request.
+        now_ms: u64,
+    },
+    /// Apply expiry to a stream at `now_ms`, renewing its TTL with
+    /// `renew` (the replicated half of a read or head).
+    Access {
+        /// The stream.
+        stream_id: BucketStreamId,
+        /// The edge clock's time of the request.
+        now_ms: u64,
+        /// Renew the stream's TTL when a renewal is due.
+        renew: bool,
+    },
+    /// Appends to streams of one affinity group, all or nothing.
+    Transaction {
+        /// The `Append` commands.
+        commands: Vec<StreamCommand>,
+    },
+}
+
+/// What applying a [`GroupEntry`] answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EntryOutcome {
+    /// The answer to a command, create or delete.
+    Response(StreamResponse),
+    /// The answer to a write.
+    Write(WriteOutcome),
+    /// The answer to a transaction.
+    Transaction(TransactionOutcome),
+    /// Whether the accessed stream is (still) there.
+    Accessed(bool),
+    /// An entry of the log's own (no machine change).
+    Nothing,
+}
+
+/// Called once with the outcome of a proposed entry, or with why it was
+/// not applied.
+pub type ProposalDone = Box<dyn FnOnce(Result<EntryOutcome, EngineError>) + Send>;
+
+/// A boxed future, for the log's asynchronous calls.
+pub type LogFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A group's log, as the replicated engine sees it.
+pub trait GroupLog: Send + Sync + 'static {
+    /// Hands an entry to the log. Entries proposed one after another are
+    /// ordered in that order. `done` is called with the outcome once the
+    /// entry is committed and applied, or with an error (no leader:
+    /// [`EngineError::Unavailable`]; shutting down).
+    fn propose(&self, entry: GroupEntry, done: ProposalDone);
+    /// The group's replication status, for health reports.
+    fn status(&self) -> GroupStatus;
+    /// Stops the log (the engine is shutting down).
+    fn shutdown(&self) -> LogFuture<()>;
+    /// Delivers a message of the log's own protocol from a peer node
+    /// (`kind` names it; the bytes are the log's encoding) and returns
+    /// the log's answer. The engine only carries it.
+    fn message(&self, kind: &str, body: Vec<u8>) -> LogFuture<Result<Vec<u8>, String>> {
+        let _ = (kind, body);
+        Box::pin(async { Err("this group's log takes no peer messages".to_owned()) })
+    }
+}
+
+/// A group's replication status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupStatus {
+    /// The group's index.
+    pub group: usize,
+    /// The node id of the group's leader, when it has one.
+    pub leader: Option<u64>,
+    /// The log index of the last applied entry.
+    pub applied_index: Option<u64>,
+    /// The last log index this node holds.
+    pub last_log_index: Option<u64>,
+}
+
+/// A message from a group's log to its owner task.
+pub(crate) enum LogInput {
+    /// The log is ready: start serving requests through it.
+    Attach(Arc<dyn GroupLog>),
+    /// Apply committed entries, in order.
+    Apply {
+        entries: Vec<GroupEntry>,
+        reply: oneshot::Sender<Vec<EntryOutcome>>,
+    },
+    /// Write the machine's binary snapshot.
+    Snapshot {
+        reply: oneshot::Sender<Result<Vec<u8>, String>>,
+    },
+    /// Replace the machine with a snapshot's.
+    Restore {
+        bytes: Vec<u8>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// The handle a group's log uses to apply committed entries to the
+/// group's machine, snapshot it and restore it. Every call is served by
+/// the group's owner task in the order the calls were made. Cheap to
+/// clone.
+#[derive(Clone, Debug)]
+pub struct GroupApplier {
+    group: usize,
+    tx: mpsc::UnboundedSender<LogInput>,
+}
+
+impl GroupApplier {
+    pub(crate) fn new(group: usize, tx: mpsc::UnboundedSender<LogInput>) -> Self {
+        Self { group, tx }
+    }
+
+    /// The group's index.
+    pub fn group(&self) -> usize {
+        self.group
+    }
+
+    /// Applies committed entries in order; one outcome per entry.
+    ///
+    /// # Errors
+    /// [`EngineError::Shutdown`] when the group's task has ended.
+    pub async fn apply(&self, entries: Vec<GroupEntry>) -> Result<Vec<EntryOutcome>, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(LogInput::Apply { entries, reply })
+            .map_err(|_| EngineError::Shutdown)?;
+        rx.await.map_err(|_| EngineError::Shutdown)
+    }
+
+    /// Starts a snapshot of the machine's state after every entry applied
+    /// so far (the request is queued now); [`PendingSnapshot::wait`]
+    /// yields the binary snapshot (`docs/snapshot-format.md`).
+    pub fn snapshot(&self) -> PendingSnapshot {
+        let (reply, rx) = oneshot::channel();
+        match self.tx.send(LogInput::Snapshot { reply }) {
+            Ok(()) => PendingSnapshot(Some(rx)),
+            Err(_) => PendingSnapshot(None),
+        }
+    }
+
+    /// Replaces the machine with the one a snapshot (either format)
+    /// restores; parked readers are woken to read again.
+    ///
+    /// # Errors
+    /// The snapshot's decode or restore error, or that the group stopped.
+    pub async fn restore(&self, bytes: Vec<u8>) -> Result<(), String> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(LogInput::Restore { bytes, reply })
+            .map_err(|_| "the group has stopped".to_owned())?;
+        rx.await
+            .unwrap_or_else(|_| Err("the group has stopped".to_owned()))
+    }
+}
+
+/// A snapshot requested from a group's task.
+#[derive(Debug)]
+pub struct PendingSnapshot(Option<oneshot::Receiver<Result<Vec<u8>, String>>>);
+
+impl PendingSnapshot {
+    /// Waits for the snapshot's bytes.
+    ///
+    /// # Errors
+    /// The codec's error, or that the group stopped.
+    pub async fn wait(self) -> Result<Vec<u8>, String> {
+        match self.0 {
+            Some(rx) => rx
+                .await
+                .unwrap_or_else(|_| Err("the group has stopped".to_owned())),
+            None => Err("the group has stopped".to_owned()),
+        }
+    }
+}
+
+/// One group of an engine started with [`Engine::start_replicated`](crate::Engine::start_replicated):
+/// its log must be opened with the link's [`GroupApplier`] and then
+/// attached; the group serves no request before.
+#[derive(Debug)]
+pub struct GroupLink {
+    pub(crate) applier: GroupApplier,
+    pub(crate) engine: crate::Engine,
+}
+
+impl GroupLink {
+    /// The group's index.
+    pub fn group(&self) -> usize {
+        self.applier.group
+    }
+
+    /// The handle the group's log applies committed entries through.
+    pub fn applier(&self) -> GroupApplier {
+        self.applier.clone()
+    }
+
+    /// Attaches the group's log: from now on the group's state changes go
+    /// through it.
+    pub fn attach(self, log: Arc<dyn GroupLog>) {
+        self.engine.set_log(self.applier.group, Arc::clone(&log));
+        let _ = self.applier.tx.send(LogInput::Attach(log));
+    }
+}

@@ -1,0 +1,460 @@
+//! strand-raft: strand's groups on openraft (pinned `=0.9.25`).
+//!
+//! It implements the group interface `strand-engine` defines: each group
+//! of an engine started with `Engine::start_replicated` gets a Raft node
+//! whose log store ([`LogStore`]: segment files of checksummed records,
+//! group commit, torn-tail recovery), state machine ([`GroupStateMachine`]:
+//! committed entries applied through the group's `GroupApplier`, binary
+//! snapshots in the group's directory) and proposer ([`RaftGroup`], the
+//! `GroupLog`) live here. [`start_durable`] opens a node's groups under a
+//! data directory and returns the engine.
+//!
+//! What it owns: the on-disk formats of the log and of the snapshot file's
+//! Raft metadata, the Raft configuration, static membership and the
+//! network between nodes (HTTP POSTs of MessagePack bodies to the peers'
+//! listeners under `/__strand/raft/{group}/{kind}`; the server routes them
+//! back in through `Engine::log_message`). What it must not know: stream semantics. It
+//! moves `GroupEntry` values and `EntryOutcome`s without looking inside;
+//! the engine decides what an entry does, with the same function in
+//! memory and here, and the machine's snapshot is the machine's own
+//! binary codec.
+//!
+//! Layout of a data directory:
+//!
+//! ```text
+//! DIR/strand-raft.json          node id and group count (checked at start)
+//! DIR/group-N/log/NNNNNNNNNN.seg the group's log segments
+//! DIR/group-N/snapshot.bin      the group's latest snapshot
+//! ```
+
+mod log_store;
+mod network;
+mod segment;
+mod state_machine;
+mod types;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{BasicNode, Raft, SnapshotPolicy};
+use strand_engine::{
+    Clock, Engine, EngineConfig, EngineError, EntryOutcome, GroupEntry, GroupLog, GroupStatus,
+    LogFuture, ProposalDone,
+};
+use tokio::sync::mpsc;
+
+pub use log_store::{Fsync, LogStore, Recovery};
+pub use segment::LogError;
+pub use state_machine::{GroupStateMachine, SnapshotBuilder};
+pub use types::{NodeId, TypeConfig};
+
+/// How a durable node is set up.
+#[derive(Debug, Clone)]
+pub struct DurableOptions {
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// When the log calls fsync.
+    pub fsync: Fsync,
+    /// This node's id.
+    pub node_id: NodeId,
+    /// A group takes a snapshot (and purges its log) after this many
+    /// entries.
+    pub snapshot_every: u64,
+    /// How long a single node's startup waits for every group to elect
+    /// itself (a cluster's node does not wait: its peers may not be up).
+    pub leader_timeout: Duration,
+    /// The cluster's members, this node included: node id → the peer's
+    /// HTTP address (`http://host:port`). Empty for a single node.
+    pub peers: BTreeMap<NodeId, String>,
+}
+
+impl DurableOptions {
+    /// Options for a single node in `data_dir`, fsync on.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            fsync: Fsync::Always,
+            node_id: 1,
+            snapshot_every: 20_000,
+            leader_timeout: Duration::from_secs(30),
+            peers: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why a durable node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A log directory could not be opened.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The data directory's description does not match the configuration.
+    #[error("{}: {reason}", path.display())]
+    DataDir {
+        /// The description file.
+        path: PathBuf,
+        /// What does not match.
+        reason: String,
+    },
+    /// A group's snapshot could not be restored.
+    #[error("group {group}: {reason}")]
+    Snapshot {
+        /// The group.
+        group: usize,
+        /// The error.
+        reason: String,
+    },
+    /// openraft refused to start.
+    #[error("group {group}: raft: {reason}")]
+    Raft {
+        /// The group.
+        group: usize,
+        /// The error.
+        reason: String,
+    },
+}
+
+/// The data directory's description.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct DirInfo {
+    format: u32,
+    node_id: NodeId,
+    groups: usize,
+}
+
+fn check_dir(options: &DurableOptions, groups: usize) -> Result<(), StartError> {
+    let path = options.data_dir.join("strand-raft.json");
+    let dir_err = |reason: String| StartError::DataDir {
+        path: path.clone(),
+        reason,
+    };
+    let want = DirInfo {
+        format: 1,
+        node_id: options.node_id,
+        groups,
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let have: DirInfo =
+                serde_json::from_slice(&bytes).map_err(|e| dir_err(format!("unreadable: {e}")))?;
+            if have != want {
+                return Err(dir_err(format!(
+                    "the directory holds node {} with {} groups (format {}); started as node {} with {} groups",
+                    have.node_id, have.groups, have.format, want.node_id, want.groups
+                )));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(&options.data_dir)
+                .map_err(|e| LogError::io(&options.data_dir, e))?;
+            let bytes = serde_json::to_vec_pretty(&want).map_err(|e| dir_err(e.to_string()))?;
+            let tmp = options.data_dir.join("strand-raft.json.tmp");
+            std::fs::write(&tmp, bytes)
+                .and_then(|()| std::fs::File::open(&tmp).and_then(|f| f.sync_all()))
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .and_then(|()| std::fs::File::open(&options.data_dir).and_then(|d| d.sync_all()))
+                .map_err(|e| LogError::io(&path, e))?;
+            Ok(())
+        }
+        Err(e) => Err(LogError::io(&path, e).into()),
+    }
+}
+
+/// The openraft configuration of every group.
+fn raft_config(options: &DurableOptions) -> Result<openraft::Config, String> {
+    openraft::Config {
+        cluster_name: "strand".to_owned(),
+        // A replication RPC times out after one heartbeat interval: 150 ms
+        // leaves room for a connection, an fsync and a busy machine.
+        heartbeat_interval: 150,
+        election_timeout_min: 450,
+        election_timeout_max: 900,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
+        // A follower further behind than this catches up by snapshot.
+        max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
+        max_payload_entries: 1024,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| e.to_string())
+}
+
+/// Opens every group of a durable node under `options.data_dir` (a
+/// one-voter Raft group per engine group), replays snapshots and logs,
+/// waits for each group to elect itself, and returns the engine.
+///
+/// # Errors
+/// A damaged log ([`LogError::Corrupt`] names the file and offset), a
+/// snapshot that does not restore, a data directory made for another
+/// node or group count, or a group that elects no leader in time.
+pub async fn start_durable(
+    config: EngineConfig,
+    clock: Arc<dyn Clock>,
+    options: &DurableOptions,
+) -> Result<Engine, StartError> {
+    let groups = config.groups.max(1);
+    check_dir(options, groups)?;
+    let raft_config =
+        Arc::new(raft_config(options).map_err(|reason| StartError::Raft { group: 0, reason })?);
+    let cluster = options.peers.len() > 1;
+    if cluster && !options.peers.contains_key(&options.node_id) {
+        return Err(StartError::Raft {
+            group: 0,
+            reason: format!("--node-id {} is not one of the peers", options.node_id),
+        });
+    }
+    let (engine, links) = Engine::start_replicated(config, clock);
+    let mut rafts = Vec::new();
+    for link in links {
+        let group = link.group();
+        let raft_err = |e: &dyn std::fmt::Display| StartError::Raft {
+            group,
+            reason: e.to_string(),
+        };
+        let dir = group_dir(&options.data_dir, group);
+        let (log, recovery) = LogStore::open(&dir.join("log"), options.fsync)?;
+        let log_handle = log.clone();
+        if recovery.truncated.is_some() || recovery.records > 0 {
+            tracing::info!(group, ?recovery, "log recovered");
+        }
+        let sm = GroupStateMachine::open(&dir, link.applier())
+            .await
+            .map_err(|reason| StartError::Snapshot { group, reason })?;
+        let raft = if cluster {
+            Raft::new(
+                options.node_id,
+                Arc::clone(&raft_config),
+                network::HttpNetwork { group },
+                log,
+                sm,
+            )
+            .await
+        } else {
+            Raft::new(
+                options.node_id,
+                Arc::clone(&raft_config),
+                network::Unconnected,
+                log,
+                sm,
+            )
+            .await
+        }
+        .map_err(|e| raft_err(&e))?;
+        let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
+        // A single node initializes itself; a cluster is initialized once,
+        // by its lowest node id, with every member.
+        let first = options.peers.keys().next().copied();
+        if !initialized && (!cluster || first == Some(options.node_id)) {
+            let members: BTreeMap<NodeId, BasicNode> = if cluster {
+                options
+                    .peers
+                    .iter()
+                    .map(|(id, url)| (*id, BasicNode::new(url.clone())))
+                    .collect()
+            } else {
+                [(options.node_id, BasicNode::default())]
+                    .into_iter()
+                    .collect()
+            };
+            raft.initialize(members).await.map_err(|e| raft_err(&e))?;
+        }
+        link.attach(Arc::new(RaftGroup::new(
+            group,
+            raft.clone(),
+            log_handle,
+            cluster,
+        )));
+        rafts.push((group, raft));
+    }
+    if !cluster {
+        for (group, raft) in rafts {
+            raft.wait(Some(options.leader_timeout))
+                .current_leader(options.node_id, "startup")
+                .await
+                .map_err(|e| StartError::Raft {
+                    group,
+                    reason: format!("no leader elected: {e}"),
+                })?;
+        }
+    }
+    Ok(engine)
+}
+
+/// A group's directory under a data directory.
+pub fn group_dir(data_dir: &Path, group: usize) -> PathBuf {
+    data_dir.join(format!("group-{group}"))
+}
+
+/// A group's Raft node, as the engine's `GroupLog`: proposals go to
+/// openraft in the order they are made, outcomes come back from the state
+/// machine.
+pub struct RaftGroup {
+    group: usize,
+    raft: Raft<TypeConfig>,
+    log: LogStore,
+    /// Whether the group has peers (and so takes peer messages).
+    cluster: bool,
+    proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
+}
+
+impl std::fmt::Debug for RaftGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftGroup")
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RaftGroup {
+    /// Wraps a group's Raft node and its log store; spawns the task that
+    /// feeds it proposals in order.
+    /// With `forward`, an entry proposed on a follower is forwarded to the
+    /// group's leader (a `propose` message) and answered with the leader's
+    /// outcome once this node has applied it too (read-your-writes on the
+    /// node a client talks to).
+    pub fn new(group: usize, raft: Raft<TypeConfig>, log: LogStore, forward: bool) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
+        let proposer = raft.clone();
+        tokio::spawn(async move {
+            while let Some((entry, done)) = rx.recv().await {
+                let copy = forward.then(|| entry.clone());
+                match proposer.client_write_ff(entry).await {
+                    Ok(answer) => {
+                        let local = proposer.clone();
+                        tokio::spawn(async move {
+                            let outcome = match answer.await {
+                                Ok(Ok(response)) => Ok(response.data),
+                                Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(f))) => {
+                                    match (copy, f.leader_node) {
+                                        (Some(entry), Some(node)) => {
+                                            forward_to(&local, &node.addr, group, &entry).await
+                                        }
+                                        _ => Err(EngineError::Unavailable),
+                                    }
+                                }
+                                Ok(Err(_)) => Err(EngineError::Unavailable),
+                                Err(_) => Err(EngineError::Shutdown),
+                            };
+                            done(outcome);
+                        });
+                    }
+                    Err(_) => done(Err(EngineError::Shutdown)),
+                }
+            }
+        });
+        Self {
+            group,
+            raft,
+            log,
+            cluster: forward,
+            proposals: tx,
+        }
+    }
+
+    /// The group's Raft node.
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+}
+
+/// Proposes an entry on the leader at `addr`, then waits until this node
+/// has applied it too, so a client reading from this node after the
+/// answer sees its own write.
+async fn forward_to(
+    local: &Raft<TypeConfig>,
+    addr: &str,
+    group: usize,
+    entry: &GroupEntry,
+) -> Result<EntryOutcome, EngineError> {
+    let body = rmp_serde::to_vec_named(entry).map_err(|_| EngineError::Unavailable)?;
+    let path = format!("/__strand/raft/{group}/propose");
+    let answer = network::post(addr, &path, &body, Duration::from_secs(10))
+        .await
+        .map_err(|e| {
+            tracing::debug!(error = %e, "forwarding to the leader failed");
+            EngineError::Unavailable
+        })?;
+    let result: Result<(EntryOutcome, u64), String> =
+        rmp_serde::from_slice(&answer).map_err(|_| EngineError::Unavailable)?;
+    let (outcome, index) = result.map_err(|e| {
+        tracing::debug!(error = %e, "the leader refused a forwarded entry");
+        EngineError::Unavailable
+    })?;
+    // The entry is committed; without the local apply only read-your-writes
+    // suffers, so a timeout here still answers with the outcome.
+    if let Err(e) = local
+        .wait(Some(Duration::from_secs(10)))
+        .applied_index_at_least(Some(index), "forwarded write")
+        .await
+    {
+        tracing::debug!(error = %e, index, "a forwarded write is not applied here yet");
+    }
+    Ok(outcome)
+}
+
+fn encode_answer<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, String> {
+    rmp_serde::to_vec_named(value).map_err(|e| e.to_string())
+}
+
+fn decode_request<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    rmp_serde::from_slice(body).map_err(|e| format!("a malformed raft message: {e}"))
+}
+
+impl GroupLog for RaftGroup {
+    fn message(&self, kind: &str, body: Vec<u8>) -> LogFuture<Result<Vec<u8>, String>> {
+        let raft = self.raft.clone();
+        let kind = kind.to_owned();
+        let cluster = self.cluster;
+        Box::pin(async move {
+            if !cluster {
+                return Err("this node is not part of a cluster".to_owned());
+            }
+            match kind.as_str() {
+                "append" => encode_answer(&raft.append_entries(decode_request(&body)?).await),
+                "vote" => encode_answer(&raft.vote(decode_request(&body)?).await),
+                "snapshot" => encode_answer(&raft.install_snapshot(decode_request(&body)?).await),
+                "propose" => {
+                    // Only the leader takes it; a forwarded entry is not
+                    // forwarded again.
+                    let entry: GroupEntry = decode_request(&body)?;
+                    let answer: Result<(EntryOutcome, u64), String> =
+                        match raft.client_write(entry).await {
+                            Ok(response) => Ok((response.data, response.log_id.index)),
+                            Err(e) => Err(e.to_string()),
+                        };
+                    encode_answer(&answer)
+                }
+                other => Err(format!("unknown raft message kind {other:?}")),
+            }
+        })
+    }
+
+    fn propose(&self, entry: GroupEntry, done: ProposalDone) {
+        if let Err(mpsc::error::SendError((_, done))) = self.proposals.send((entry, done)) {
+            done(Err(EngineError::Shutdown));
+        }
+    }
+
+    fn status(&self) -> GroupStatus {
+        let metrics = self.raft.metrics().borrow().clone();
+        GroupStatus {
+            group: self.group,
+            leader: metrics.current_leader,
+            applied_index: metrics.last_applied.map(|l| l.index),
+            last_log_index: metrics.last_log_index,
+        }
+    }
+
+    fn shutdown(&self) -> LogFuture<()> {
+        let raft = self.raft.clone();
+        let log = self.log.clone();
+        Box::pin(async move {
+            let _ = raft.shutdown().await;
+            // Everything queued is written before the files are reopened.
+            let _ = tokio::task::spawn_blocking(move || log.close()).await;
+        })
+    }
+}

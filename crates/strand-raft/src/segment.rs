@@ -1,0 +1,261 @@
+//! Checksummed records in segment files, and their recovery.
+//!
+//! A segment is a sequence of records:
+//!
+//! ```text
+//! record := len: u32 LE ‖ !len: u32 LE ‖ crc: u64 LE ‖ payload[len]
+//! payload := kind: u8 ‖ body (MessagePack)
+//! crc := CRC-64/XZ (crc64fast) of payload
+//! ```
+//!
+//! `!len` (the bitwise complement) lets recovery tell a damaged header
+//! from a record cut short. Recovery of a segment stops at the first
+//! record that is not whole and intact:
+//!
+//! - in the last segment, a record cut short (fewer bytes left than its
+//!   header or its length say), a zero-filled tail, or a last record whose
+//!   checksum fails is a torn tail: it is truncated away and reported;
+//! - anything else (a failed checksum with more data after it, a damaged
+//!   header followed by non-zero bytes, any damage in an older segment) is
+//!   an error naming the file and byte offset. Nothing is ever skipped.
+
+use std::path::{Path, PathBuf};
+
+/// Bytes of a record's header.
+pub(crate) const HEADER_LEN: usize = 16;
+
+/// The largest payload a record may have (a corrupt length beyond it is
+/// reported as such).
+pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
+
+/// Why a log directory could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A record that is not the torn tail of the last segment is damaged.
+    #[error("{}: corrupt log record at byte {offset}: {reason}", path.display())]
+    Corrupt {
+        /// The segment file.
+        path: PathBuf,
+        /// The byte offset of the damaged record.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl LogError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Appends one record to `out`.
+pub(crate) fn encode_record(kind: u8, body: &[u8], out: &mut Vec<u8>) {
+    let len = body.len().saturating_add(1);
+    let len32 = u32::try_from(len).unwrap_or(u32::MAX);
+    let mut digest = crc64fast::Digest::new();
+    digest.write(&[kind]);
+    digest.write(body);
+    out.reserve(HEADER_LEN + len);
+    out.extend_from_slice(&len32.to_le_bytes());
+    out.extend_from_slice(&(!len32).to_le_bytes());
+    out.extend_from_slice(&digest.sum64().to_le_bytes());
+    out.push(kind);
+    out.extend_from_slice(body);
+}
+
+/// One intact record of a segment.
+pub(crate) struct Record<'a> {
+    /// Its byte offset in the file.
+    pub(crate) offset: u64,
+    /// Its kind byte.
+    pub(crate) kind: u8,
+    /// Its body.
+    pub(crate) body: &'a [u8],
+}
+
+/// What a segment scan found at its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// The segment ends exactly after its last intact record.
+    Clean,
+    /// A torn tail starts at `offset`: why.
+    Torn { offset: u64, reason: String },
+}
+
+/// Splits a segment's bytes into intact records, stopping at a torn tail.
+/// `last` says whether this is the newest segment (the only one that may
+/// have a torn tail).
+///
+/// # Errors
+/// [`LogError::Corrupt`] for damage that is not a torn tail.
+pub(crate) fn scan<'a>(
+    path: &Path,
+    bytes: &'a [u8],
+    last: bool,
+) -> Result<(Vec<Record<'a>>, Tail), LogError> {
+    let mut records = Vec::new();
+    let mut at = 0usize;
+    let corrupt = |offset: usize, reason: String| LogError::Corrupt {
+        path: path.to_path_buf(),
+        offset: offset as u64,
+        reason,
+    };
+    let torn = |offset: usize, reason: String| -> Result<Tail, LogError> {
+        if last {
+            Ok(Tail::Torn {
+                offset: offset as u64,
+                reason,
+            })
+        } else {
+            Err(corrupt(
+                offset,
+                format!("{reason} (in a segment that is not the newest)"),
+            ))
+        }
+    };
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        if rest.len() < HEADER_LEN {
+            return Ok((records, torn(at, "a record header cut short".to_owned())?));
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+        let check = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        if len != !check || len == 0 || len as usize > MAX_PAYLOAD {
+            if rest.iter().all(|b| *b == 0) {
+                return Ok((records, torn(at, "a zero-filled tail".to_owned())?));
+            }
+            return Err(corrupt(at, "damaged record header".to_owned()));
+        }
+        let end = HEADER_LEN + len as usize;
+        if rest.len() < end {
+            return Ok((
+                records,
+                torn(
+                    at,
+                    format!(
+                        "a record of {len} bytes cut short after {} bytes",
+                        rest.len() - HEADER_LEN
+                    ),
+                )?,
+            ));
+        }
+        let crc = u64::from_le_bytes([
+            rest[8], rest[9], rest[10], rest[11], rest[12], rest[13], rest[14], rest[15],
+        ]);
+        let payload = &rest[HEADER_LEN..end];
+        let mut digest = crc64fast::Digest::new();
+        digest.write(payload);
+        if digest.sum64() != crc {
+            if at + end == bytes.len() {
+                return Ok((
+                    records,
+                    torn(at, "the last record's checksum does not match".to_owned())?,
+                ));
+            }
+            return Err(corrupt(
+                at,
+                format!(
+                    "checksum mismatch with {} more bytes after the record",
+                    bytes.len() - at - end
+                ),
+            ));
+        }
+        records.push(Record {
+            offset: at as u64,
+            kind: payload[0],
+            body: &payload[1..],
+        });
+        at += end;
+    }
+    Ok((records, Tail::Clean))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn three() -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_record(1, b"first", &mut out);
+        encode_record(2, b"second record", &mut out);
+        encode_record(3, b"third", &mut out);
+        out
+    }
+
+    #[test]
+    fn intact_records_scan_clean() {
+        let bytes = three();
+        let (records, tail) = scan(Path::new("s"), &bytes, true).unwrap();
+        assert_eq!(tail, Tail::Clean);
+        let kinds: Vec<u8> = records.iter().map(|r| r.kind).collect();
+        assert_eq!(kinds, [1, 2, 3]);
+        assert_eq!(records[1].body, b"second record");
+    }
+
+    #[test]
+    fn every_cut_of_the_last_record_is_a_torn_tail() {
+        let bytes = three();
+        let last_start = bytes.len() - (HEADER_LEN + 6);
+        for cut in last_start + 1..bytes.len() {
+            let (records, tail) = scan(Path::new("s"), &bytes[..cut], true).unwrap();
+            assert_eq!(records.len(), 2, "cut at {cut}");
+            assert!(
+                matches!(tail, Tail::Torn { offset, .. } if offset == last_start as u64),
+                "cut at {cut}: {tail:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_in_the_last_payload_is_a_torn_tail() {
+        let mut bytes = three();
+        let n = bytes.len();
+        bytes[n - 2] ^= 0x40;
+        let (records, tail) = scan(Path::new("s"), &bytes, true).unwrap();
+        assert_eq!(records.len(), 2);
+        assert!(matches!(tail, Tail::Torn { .. }));
+    }
+
+    #[test]
+    fn a_flipped_byte_in_a_middle_record_is_an_error_with_its_offset() {
+        let mut bytes = three();
+        let second = HEADER_LEN + 6;
+        bytes[second + HEADER_LEN + 3] ^= 1;
+        let err = scan(Path::new("dir/00000001.seg"), &bytes, true)
+            .err()
+            .unwrap();
+        let text = err.to_string();
+        assert!(text.contains("dir/00000001.seg"), "{text}");
+        assert!(text.contains(&format!("at byte {second}")), "{text}");
+    }
+
+    #[test]
+    fn a_damaged_middle_header_is_an_error() {
+        let mut bytes = three();
+        bytes[HEADER_LEN + 6 + 1] ^= 0xff;
+        assert!(scan(Path::new("s"), &bytes, true).is_err());
+    }
+
+    #[test]
+    fn a_zero_tail_is_torn_and_a_torn_older_segment_is_an_error() {
+        let mut bytes = three();
+        bytes.extend_from_slice(&[0u8; 40]);
+        let (records, tail) = scan(Path::new("s"), &bytes, true).unwrap();
+        assert_eq!(records.len(), 3);
+        assert!(matches!(tail, Tail::Torn { .. }));
+        assert!(scan(Path::new("s"), &bytes, false).is_err());
+    }
+}

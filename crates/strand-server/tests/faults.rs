@@ -1,0 +1,256 @@
+//! kill -9 of a durable node: the `strand-server` binary runs with
+//! `--data-dir` on loopback, clients append with idempotent producers, the
+//! process is SIGKILLed mid-run and restarted on the same directory, and
+//! every acknowledged append must be readable exactly once at the offset
+//! it was acknowledged with; each client's in-flight append is retried
+//! after the restart and deduplicated if it had landed.
+//!
+//! A short run (one kill) is part of the normal suite; `cargo xtask
+//! faults` runs more rounds and clients (`STRAND_FAULTS_ROUNDS`,
+//! `STRAND_FAULTS_CLIENTS`, `STRAND_FAULTS_ACKS`).
+#![allow(clippy::unwrap_used)]
+
+mod process;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use process::{Server, parse_offset, request, start};
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// What one client knows of its stream.
+#[derive(Default)]
+struct Client {
+    /// The next sequence number to send.
+    next_seq: u64,
+    /// Acknowledged appends: `(seq, next_offset)`.
+    acked: Vec<(u64, u64)>,
+    /// A request that got no answer (the kill).
+    in_flight: Option<u64>,
+}
+
+fn token(client: usize, seq: u64) -> Vec<u8> {
+    format!("c{client}-{seq};").into_bytes()
+}
+
+enum Sent {
+    Acked(u64),
+    Lost,
+}
+
+async fn append(addr: SocketAddr, client: usize, seq: u64) -> Sent {
+    for _ in 0..200 {
+        let reply = request(
+            addr,
+            "POST",
+            &format!("/v1/stream/f{client}"),
+            &[
+                ("Content-Type", "text/plain".to_owned()),
+                ("Producer-Id", format!("c{client}")),
+                ("Producer-Epoch", "0".to_owned()),
+                ("Producer-Seq", seq.to_string()),
+            ],
+            &token(client, seq),
+        )
+        .await;
+        match reply {
+            Ok(r) if r.status == 200 || r.status == 204 => {
+                return Sent::Acked(parse_offset(r.header("stream-next-offset").unwrap()));
+            }
+            Ok(r) if r.status == 503 => tokio::time::sleep(Duration::from_millis(20)).await,
+            Ok(r) => panic!(
+                "client {client} seq {seq}: {} {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            ),
+            Err(_) => return Sent::Lost,
+        }
+    }
+    panic!("client {client} seq {seq}: 503 for too long");
+}
+
+/// Runs the clients until `target` more appends are acknowledged, then
+/// kills the server while they are still appending.
+async fn round(server: Server, clients: &mut [Client], target: u64) {
+    let addr = server.addr;
+    // Each client first retries what it had in flight when the last
+    // server died: a duplicate if it landed, a new append if not.
+    for (i, c) in clients.iter_mut().enumerate() {
+        if let Some(seq) = c.in_flight.take() {
+            match append(addr, i, seq).await {
+                Sent::Acked(next) => {
+                    c.acked.push((seq, next));
+                    c.next_seq = seq + 1;
+                }
+                Sent::Lost => panic!("the restarted server refused a retry"),
+            }
+        }
+    }
+    let acks = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let mut c = std::mem::take(c);
+        let acks = Arc::clone(&acks);
+        let stop = Arc::clone(&stop);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..1_000_000 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let seq = c.next_seq;
+                match append(addr, i, seq).await {
+                    Sent::Acked(next) => {
+                        c.acked.push((seq, next));
+                        c.next_seq += 1;
+                        acks.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Sent::Lost => {
+                        c.in_flight = Some(seq);
+                        break;
+                    }
+                }
+            }
+            c
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while acks.load(Ordering::Relaxed) < target && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        acks.load(Ordering::Relaxed) >= target,
+        "too few acks before the deadline"
+    );
+    // kill -9 while the clients are mid-request.
+    let kill = tokio::task::spawn_blocking(move || server.kill9());
+    kill.await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for (slot, task) in clients.iter_mut().zip(tasks) {
+        *slot = task.await.unwrap();
+    }
+}
+
+/// Every acknowledged append is in the stream once, in order, at the
+/// offset it was acknowledged with; nothing else is there but, at the
+/// end, the one in-flight append that may have landed.
+async fn verify(addr: SocketAddr, clients: &[Client]) -> u64 {
+    let mut total = 0;
+    for (i, c) in clients.iter().enumerate() {
+        let r = request(addr, "GET", &format!("/v1/stream/f{i}?offset=-1"), &[], b"")
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200, "client {i}");
+        let mut expected = Vec::new();
+        let mut ends = Vec::new();
+        for (seq, _) in &c.acked {
+            expected.extend_from_slice(&token(i, *seq));
+            ends.push(expected.len() as u64);
+        }
+        let body = r.body;
+        assert!(
+            body.starts_with(&expected),
+            "client {i}: the stream does not hold exactly its acknowledged appends in order"
+        );
+        let rest = &body[expected.len()..];
+        match c.in_flight {
+            Some(seq) => assert!(
+                rest.is_empty() || rest == token(i, seq).as_slice(),
+                "client {i}: unexpected bytes after the acknowledged appends"
+            ),
+            None => assert!(rest.is_empty(), "client {i}: unexpected trailing bytes"),
+        }
+        for ((seq, next), end) in c.acked.iter().zip(&ends) {
+            assert_eq!(next, end, "client {i} seq {seq}: acknowledged offset moved");
+        }
+        let seqs: Vec<u64> = c.acked.iter().map(|(s, _)| *s).collect();
+        assert!(
+            seqs.iter().enumerate().all(|(k, s)| *s == k as u64),
+            "client {i}: acknowledged seqs are not 0..n (a duplicate or gap)"
+        );
+        total += c.acked.len() as u64;
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_no_acknowledged_append() {
+    let rounds = env_or("STRAND_FAULTS_ROUNDS", 1);
+    let n_clients = env_or("STRAND_FAULTS_CLIENTS", 6) as usize;
+    let target = env_or("STRAND_FAULTS_ACKS", 300);
+    let tmp = tempfile::tempdir().unwrap();
+    let server = start(tmp.path());
+    for i in 0..n_clients {
+        let r = request(
+            server.addr,
+            "PUT",
+            &format!("/v1/stream/f{i}"),
+            &[("Content-Type", "text/plain".to_owned())],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 201);
+    }
+    let mut clients: Vec<Client> = (0..n_clients).map(|_| Client::default()).collect();
+    let mut server = Some(server);
+    for k in 0..rounds {
+        let s = server.take().unwrap_or_else(|| start(tmp.path()));
+        round(s, &mut clients, target).await;
+        let restarted = start(tmp.path());
+        let total = verify(restarted.addr, &clients).await;
+        let in_flight = clients.iter().filter(|c| c.in_flight.is_some()).count();
+        eprintln!(
+            "faults: round {}: {total} acknowledged appends readable exactly once, lost 0, duplicates 0 ({in_flight} in flight at the kill)",
+            k + 1
+        );
+        let health = request(restarted.addr, "GET", "/__strand/health", &[], b"")
+            .await
+            .unwrap();
+        assert_eq!(health.status, 200);
+        let text = String::from_utf8_lossy(&health.body).into_owned();
+        assert!(text.contains("\"mode\":\"durable\""), "{text}");
+        assert!(text.contains("\"leader\":1"), "{text}");
+        server = Some(restarted);
+    }
+    // The retries after the last restart are deduplicated or appended,
+    // and the final state verifies too.
+    let s = server.take().unwrap();
+    for (i, c) in clients.iter_mut().enumerate() {
+        if let Some(seq) = c.in_flight.take() {
+            match append(s.addr, i, seq).await {
+                Sent::Acked(next) => c.acked.push((seq, next)),
+                Sent::Lost => panic!("retry lost"),
+            }
+        }
+        // And a retry of the last acknowledged append is a duplicate.
+        if let Some(&(seq, next)) = c.acked.last() {
+            let r = request(
+                s.addr,
+                "POST",
+                &format!("/v1/stream/f{i}"),
+                &[
+                    ("Content-Type", "text/plain".to_owned()),
+                    ("Producer-Id", format!("c{i}")),
+                    ("Producer-Epoch", "0".to_owned()),
+                    ("Producer-Seq", seq.to_string()),
+                ],
+                &token(i, seq),
+            )
+            .await
+            .unwrap();
+            assert_eq!(r.status, 204, "client {i}: a retry is a duplicate");
+            assert_eq!(parse_offset(r.header("stream-next-offset").unwrap()), next);
+        }
+    }
+    verify(s.addr, &clients).await;
+    s.kill9();
+}

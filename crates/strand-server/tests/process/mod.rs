@@ -1,0 +1,161 @@
+//! The `strand-server` binary as a child process, and a tiny HTTP/1.1
+//! client (one connection per request) for the process-level tests.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+/// Starts the binary on an ephemeral port with `--data-dir dir` and waits
+/// for its ready line.
+pub fn start(dir: &Path) -> Server {
+    start_args(&[
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--groups".into(),
+        "2".into(),
+        "--data-dir".into(),
+        dir.display().to_string(),
+        "--snapshot-every".into(),
+        "500".into(),
+    ])
+}
+
+/// Starts the binary with `args` and waits for its ready line.
+pub fn start_args(args: &[String]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strand-server"))
+        .args(args)
+        // Only strand-raft's own warnings (a truncated torn tail).
+        .env("STRAND_LOG", "off,strand_raft=warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(addr) = line.strip_prefix("strand-server listening on http://") {
+                let _ = tx.send(addr.trim().to_owned());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the server printed its ready line");
+    Server {
+        child,
+        addr: addr.parse().unwrap(),
+    }
+}
+
+impl Server {
+    /// SIGKILL, then reap.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One HTTP/1.1 request on its own connection.
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> std::io::Result<Reply> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no end of headers"))?;
+    let text = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = text.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no status"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"))
+    {
+        body = dechunk(&body);
+    }
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&raw[..eol]).trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
+        raw = &raw[eol + 4 + size..];
+    }
+    out
+}
+
+pub fn parse_offset(v: &str) -> u64 {
+    let (hi, lo) = v.split_once('_').unwrap();
+    hi.parse::<u64>().unwrap() * 10_u64.pow(16) + lo.parse::<u64>().unwrap()
+}
+
+/// A free loopback port (bound and released; good enough for tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
