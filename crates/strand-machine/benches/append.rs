@@ -10,7 +10,8 @@
 //!   same workload, i.e. hashing into a fresh `setsum` exactly the item
 //!   bytes each of those appends must hash (spec 02 §5.2: domain tag,
 //!   bucket, NUL, stream, NUL, start and end offsets as LE u64, `inline`,
-//!   the payload) and nothing else. A deduplicated retry hashes nothing, so
+//!   the payload; built contiguously outside the timed region) and nothing
+//!   else. A deduplicated retry hashes nothing, so
 //!   the producer floor replays the same request sequence and hashes only
 //!   the accepted appends. `cargo xtask bench` reports append / floor.
 //! * `append_64k` beside `setsum_floor_64k`: a 64 KiB inline append versus
@@ -56,15 +57,14 @@ fn check_floor_items() {
         ("j-", JSON, json_payload(100, 3)),
     ] {
         let ids = common::stream_ids(BUCKET, prefix, 3, 1);
-        let names = vec![ids[0].stream_id.clone()];
         let mut machine = machine_with_streams(BUCKET, &ids, content_type);
         let len = body.len() as u64;
         let mut expected = setsum::Setsum::default();
         for k in 0..2 {
             let response = machine.apply(append(ids[0].clone(), content_type, body.clone(), None));
             common::expect_ok(&response, "floor check append");
-            let item = (0, k * len, (k + 1) * len, body.clone());
-            let (digest, _) = hash_item(&names, Some(item));
+            let item = item_bytes(&ids[0].stream_id, k * len, (k + 1) * len, &body);
+            let (digest, _) = hash_item(Some(item));
             expected += setsum::Setsum::from_digest(digest);
         }
         let got = machine
@@ -147,30 +147,34 @@ fn inline_100b_json_3_records(bencher: Bencher) {
 /// test.
 const ITEM_TAG_V1: &[u8] = b"ursula-stream-record-v1";
 
-/// One floor input: the stream's name, the item's offsets and a fresh copy
-/// of the payload (so both sides hash memory of the same age). `None`: a
-/// request whose append hashes nothing (a deduplicated retry).
-type FloorInput = Option<(usize, u64, u64, Bytes)>;
+/// The integrity item of an inline append of `payload` at `[start, end)` to
+/// stream `stream` of bucket [`BUCKET`], laid out as spec 02 §5.2 says:
+/// one contiguous buffer, so the floor is the bare SHA3-256 pass over those
+/// bytes, with no piecewise feeding.
+fn item_bytes(stream: &str, start: u64, end: u64, payload: &[u8]) -> Vec<u8> {
+    let mut item = Vec::with_capacity(64 + stream.len() + payload.len());
+    item.extend_from_slice(ITEM_TAG_V1);
+    item.extend_from_slice(BUCKET.as_bytes());
+    item.push(0);
+    item.extend_from_slice(stream.as_bytes());
+    item.push(0);
+    item.extend_from_slice(&start.to_le_bytes());
+    item.extend_from_slice(&end.to_le_bytes());
+    item.extend_from_slice(b"inline");
+    item.extend_from_slice(payload);
+    item
+}
 
-/// Hashes one integrity item of bucket [`BUCKET`] into a fresh setsum, the
-/// way spec 02 §5.2 lays it out; returns what the timed region must not
-/// drop.
-fn hash_item(names: &[String], input: FloorInput) -> ([u8; 32], FloorInput) {
+/// One floor input: the whole item, built outside the timed region. `None`:
+/// a request whose append hashes nothing (a deduplicated retry).
+type FloorInput = Option<Vec<u8>>;
+
+/// Hashes one integrity item into a fresh setsum; returns what the timed
+/// region must not drop.
+fn hash_item(input: FloorInput) -> ([u8; 32], FloorInput) {
     let mut sum = setsum::Setsum::default();
-    if let Some((stream, start, end, bytes)) = &input {
-        let start_le = start.to_le_bytes();
-        let end_le = end.to_le_bytes();
-        sum.insert_vectored(&[
-            ITEM_TAG_V1,
-            BUCKET.as_bytes(),
-            &[0],
-            names[*stream].as_bytes(),
-            &[0],
-            &start_le,
-            &end_le,
-            b"inline",
-            bytes,
-        ]);
+    if let Some(item) = &input {
+        sum.insert(item);
     }
     (sum.digest(), input)
 }
@@ -179,7 +183,6 @@ fn hash_item(names: &[String], input: FloorInput) -> ([u8; 32], FloorInput) {
 /// every request is an accepted append of `body`.
 fn round_robin_floor(bencher: Bencher, prefix: &str, body: &Bytes) {
     let ids = common::stream_ids(BUCKET, prefix, 3, STREAMS);
-    let names: Vec<String> = ids.iter().map(|id| id.stream_id.clone()).collect();
     let len = body.len() as u64;
     let mut tails = vec![0u64; STREAMS];
     let mut i = 0usize;
@@ -189,9 +192,9 @@ fn round_robin_floor(bencher: Bencher, prefix: &str, body: &Bytes) {
             i += 1;
             let start = tails[s];
             tails[s] += len;
-            Some((s, start, start + len, Bytes::copy_from_slice(body)))
+            Some(item_bytes(&ids[s].stream_id, start, start + len, body))
         })
-        .bench_local_values(|input| hash_item(&names, input));
+        .bench_local_values(hash_item);
 }
 
 /// Floor of `inline_100b_no_producer`.
@@ -205,7 +208,6 @@ fn floor_inline_100b_no_producer(bencher: Bencher) {
 #[divan::bench(sample_count = SMALL_SAMPLES, sample_size = SMALL_SAMPLE_SIZE)]
 fn floor_inline_100b_producer_10pct_retries(bencher: Bencher) {
     let ids = common::stream_ids(BUCKET, "s-", 3, STREAMS);
-    let names: Vec<String> = ids.iter().map(|id| id.stream_id.clone()).collect();
     let body = payload(100, 7);
     let len = body.len() as u64;
     let mut next_seq = vec![0u64; STREAMS];
@@ -222,9 +224,9 @@ fn floor_inline_100b_producer_10pct_retries(bencher: Bencher) {
             next_seq[s] += 1;
             let start = tails[s];
             tails[s] += len;
-            Some((s, start, start + len, Bytes::copy_from_slice(&body)))
+            Some(item_bytes(&ids[s].stream_id, start, start + len, &body))
         })
-        .bench_local_values(|input| hash_item(&names, input));
+        .bench_local_values(hash_item);
 }
 
 /// Floor of `inline_100b_json_3_records`.
