@@ -350,6 +350,20 @@ fn summary(f: &Figures) -> (String, Vec<String>) {
         rows.push(row(metric, value, "", "~190 MiB/s"));
     }
 
+    for (metric, key) in [
+        (
+            "allocations per stream, write_snapshot JSON",
+            "allocs_per_stream_write_snapshot_json",
+        ),
+        (
+            "allocations per stream, write_snapshot binary",
+            "allocs_per_stream_write_snapshot_binary",
+        ),
+    ] {
+        let value = f.custom(key, m).map(|a| (format!("{a:.1}"), Met::NoTarget));
+        rows.push(row(metric, value, "", ""));
+    }
+
     let binary_bytes = f.custom("snapshot_binary_bytes", m);
     rows.push(row(
         "snapshot size, JSON / binary (10 k x 2 KiB)",
