@@ -1,8 +1,12 @@
 //! The hashed item of one append (spec 02 §5.2) and its single-item setsum.
 //!
-//! The item is never materialised: its pieces are borrowed slices handed to
-//! `Setsum::insert_vectored`, so an inline append costs one SHA3-256 pass over
-//! a few dozen header bytes plus the payload, with no copy of the payload.
+//! The payload is never copied: the item's header (everything before the
+//! kind-specific pieces' variable parts) is assembled in a stack buffer and
+//! handed to `Setsum::insert_vectored` beside the borrowed payload, so an
+//! inline append costs one SHA3-256 pass over a few dozen header bytes plus
+//! the payload, fed in two pieces. A header too long for the buffer (ids far
+//! beyond what the machine accepts) is fed piece by piece instead; the hash
+//! is the same, since SHA3 sees only the concatenation.
 
 use setsum::Setsum;
 
@@ -87,8 +91,14 @@ impl<'a> Pieces<'a> {
     }
 }
 
+/// Capacity of the stack buffer the header is assembled in: room for the
+/// v2 tag, ids as long as the machine accepts (a 122-byte path
+/// `bucket/affinity/stream`), the NULs, the offsets and the kind tag.
+const HEADER_CAP: usize = 256;
+
 /// Calls `f` with the pieces of the item for `[start_offset, end_offset)`.
-/// Their plain concatenation is the item of spec 02 §5.2.
+/// Their plain concatenation is the item of spec 02 §5.2: usually the whole
+/// header as one piece, then the payload (or the object path and size).
 pub(crate) fn with_item_pieces<R>(
     domain: IntegrityDomain<'_>,
     start_offset: u64,
@@ -96,12 +106,25 @@ pub(crate) fn with_item_pieces<R>(
     kind: ItemKind<'_>,
     f: impl FnOnce(&[&[u8]]) -> R,
 ) -> R {
-    let start_le = start_offset.to_le_bytes();
-    let end_le = end_offset.to_le_bytes();
     let size_le = match kind {
         ItemKind::External { object_size, .. } => object_size.to_le_bytes(),
         ItemKind::Inline(_) => [0; 8],
     };
+    let (kind_tag, tail): (&[u8], [&[u8]; 2]) = match kind {
+        ItemKind::Inline(payload) => (KIND_INLINE, [payload, &[]]),
+        ItemKind::External { s3_path, .. } => (KIND_EXTERNAL, [s3_path.as_bytes(), &size_le]),
+    };
+    let mut header = Header::new();
+    if header.fill(domain, start_offset, end_offset, kind_tag) {
+        let header = header.as_slice();
+        return match kind {
+            ItemKind::Inline(_) => f(&[header, tail[0]]),
+            ItemKind::External { .. } => f(&[header, tail[0], tail[1]]),
+        };
+    }
+    // Too long for the buffer: the same bytes, piece by piece.
+    let start_le = start_offset.to_le_bytes();
+    let end_le = end_offset.to_le_bytes();
     let mut pieces = Pieces::new();
     match domain.affinity_key {
         None => {
@@ -121,18 +144,65 @@ pub(crate) fn with_item_pieces<R>(
     pieces.push(NUL);
     pieces.push(&start_le);
     pieces.push(&end_le);
-    match kind {
-        ItemKind::Inline(payload) => {
-            pieces.push(KIND_INLINE);
-            pieces.push(payload);
-        }
-        ItemKind::External { s3_path, .. } => {
-            pieces.push(KIND_EXTERNAL);
-            pieces.push(s3_path.as_bytes());
-            pieces.push(&size_le);
-        }
+    pieces.push(kind_tag);
+    for piece in tail {
+        pieces.push(piece);
     }
     f(pieces.as_slice())
+}
+
+/// An item header (tag, ids, offsets, kind tag) assembled in a stack buffer.
+struct Header {
+    buf: [u8; HEADER_CAP],
+    len: usize,
+}
+
+impl Header {
+    fn new() -> Self {
+        Self {
+            buf: [0; HEADER_CAP],
+            len: 0,
+        }
+    }
+
+    /// Writes the whole header; false if it does not fit.
+    fn fill(&mut self, domain: IntegrityDomain<'_>, start: u64, end: u64, kind_tag: &[u8]) -> bool {
+        let ids = match domain.affinity_key {
+            None => self.put(TAG_V1) && self.put(domain.bucket_id.as_bytes()) && self.put(NUL),
+            Some(key) => {
+                self.put(TAG_V2)
+                    && self.put(domain.bucket_id.as_bytes())
+                    && self.put(NUL)
+                    && self.put(key.as_bytes())
+                    && self.put(NUL)
+            }
+        };
+        ids && self.put(domain.stream_id.as_bytes())
+            && self.put(NUL)
+            && self.put(&start.to_le_bytes())
+            && self.put(&end.to_le_bytes())
+            && self.put(kind_tag)
+    }
+
+    /// Appends `bytes`; false (nothing written) if they do not fit.
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) -> bool {
+        let Some(end) = self.len.checked_add(bytes.len()) else {
+            return false;
+        };
+        match self.buf.get_mut(self.len..end) {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                self.len = end;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or(&[])
+    }
 }
 
 /// The setsum holding exactly the one item for `[start_offset, end_offset)`.
@@ -147,4 +217,83 @@ pub(crate) fn item_setsum(
         setsum.insert_vectored(pieces);
         setsum
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use setsum::Setsum;
+
+    use super::{HEADER_CAP, IntegrityDomain, ItemKind, item_setsum, with_item_pieces};
+
+    /// The item written out byte by byte, as spec 02 §5.2 lays it out.
+    fn spelled_out(
+        domain: IntegrityDomain<'_>,
+        start: u64,
+        end: u64,
+        kind: ItemKind<'_>,
+    ) -> Vec<u8> {
+        let mut item = Vec::new();
+        match domain.affinity_key {
+            None => {
+                item.extend_from_slice(b"ursula-stream-record-v1");
+                item.extend_from_slice(domain.bucket_id.as_bytes());
+                item.push(0);
+            }
+            Some(key) => {
+                item.extend_from_slice(b"ursula-stream-record-v2");
+                item.extend_from_slice(domain.bucket_id.as_bytes());
+                item.push(0);
+                item.extend_from_slice(key.as_bytes());
+                item.push(0);
+            }
+        }
+        item.extend_from_slice(domain.stream_id.as_bytes());
+        item.push(0);
+        item.extend_from_slice(&start.to_le_bytes());
+        item.extend_from_slice(&end.to_le_bytes());
+        match kind {
+            ItemKind::Inline(payload) => {
+                item.extend_from_slice(b"inline");
+                item.extend_from_slice(payload);
+            }
+            ItemKind::External {
+                s3_path,
+                object_size,
+            } => {
+                item.extend_from_slice(b"external");
+                item.extend_from_slice(s3_path.as_bytes());
+                item.extend_from_slice(&object_size.to_le_bytes());
+            }
+        }
+        item
+    }
+
+    /// Short ids (one header piece) and ids too long for the header buffer
+    /// (piece by piece) hash the same spelled-out item.
+    #[test]
+    fn header_buffer_and_piecewise_fallback_hash_the_same_item() {
+        let near = "x".repeat(HEADER_CAP - 60);
+        let long = "s".repeat(HEADER_CAP);
+        let streams = ["s", near.as_str(), long.as_str()];
+        for stream in streams {
+            for key in [None, Some(""), Some("k")] {
+                let domain = IntegrityDomain::new("bench", key, stream);
+                for kind in [
+                    ItemKind::Inline(b"abc"),
+                    ItemKind::Inline(b""),
+                    ItemKind::External {
+                        s3_path: "s3://b/o",
+                        object_size: 9,
+                    },
+                ] {
+                    let expected = spelled_out(domain, 7, 10, kind);
+                    let pieces = with_item_pieces(domain, 7, 10, kind, |p| p.concat());
+                    assert_eq!(pieces, expected, "{stream:.8} {key:?} {kind:?}");
+                    let mut sum = Setsum::default();
+                    sum.insert(&expected);
+                    assert_eq!(item_setsum(domain, 7, 10, kind), sum);
+                }
+            }
+        }
+    }
 }

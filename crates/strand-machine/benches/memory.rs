@@ -19,6 +19,11 @@
 //!   receipt (the payloads, hot chunks and message records are the same on
 //!   both sides and cancel out). Vector capacity slack is included: it is
 //!   heap the machine holds.
+//! * `allocs_per_stream_write_snapshot_{json,binary}`: allocation events
+//!   inside `write_snapshot` per stream, on 1 000 streams shaped like the
+//!   snapshot bench's (2 KiB hot in 8 appends by 3 producers each), written
+//!   into a vector reserved beforehand (so the output's growth is not
+//!   counted), divided by the stream count.
 
 mod common;
 
@@ -28,7 +33,8 @@ use common::{
     JSON, OCTET, append, create_bucket, create_stream, expect_ok, json_payload,
     machine_with_streams, payload, producer, report, scale, stream_ids,
 };
-use strand_machine::StreamStateMachine;
+use strand_machine::{StreamStateMachine, write_snapshot};
+use strand_snapshot::SnapshotFormat;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -38,6 +44,41 @@ fn main() {
     empty_forks();
     allocations_per_append();
     receipts();
+    snapshot_allocations();
+}
+
+/// Allocation events per stream inside `write_snapshot`, both formats.
+fn snapshot_allocations() {
+    let streams = scale(1_000, 50);
+    let ids = stream_ids("snapalloc", "s-", 5, streams);
+    let mut machine = machine_with_streams("snapalloc", &ids, OCTET);
+    let names: Vec<String> = (0..3).map(|p| format!("writer-{p}")).collect();
+    for id in &ids {
+        for a in 0..8usize {
+            let response = machine.apply(append(
+                id.clone(),
+                OCTET,
+                payload(256, 1),
+                Some(producer(&names[a % 3], (a / 3) as u64)),
+            ));
+            expect_ok(&response, "snapshot fixture append");
+        }
+    }
+    for (format, name) in [
+        (
+            SnapshotFormat::Json,
+            "allocs_per_stream_write_snapshot_json",
+        ),
+        (
+            SnapshotFormat::Binary,
+            "allocs_per_stream_write_snapshot_binary",
+        ),
+    ] {
+        let mut out = Vec::with_capacity(streams * 16 * 1024);
+        let (result, events) = count_allocations(|| write_snapshot(&machine, format, &mut out));
+        assert!(result.is_ok(), "write_snapshot: {result:?}");
+        report(name, events as f64 / streams as f64, "allocs");
+    }
 }
 
 /// Heap bytes per stream created with an empty payload.

@@ -8,13 +8,15 @@ use strand_model::{
 };
 use strand_records::{
     PendingRecordAppend, RecordWriteError, appended_record_count, check_record_precondition,
-    is_json_record_content_type, payload_record_ends, prepare_record_append,
-    producer_record_bounds, push_message_records,
+    is_json_record_content_type, prepare_record_append, producer_record_bounds,
+    push_message_records,
 };
 
+use crate::ends::inline_record_ends;
 use crate::hot::to_u64;
 use crate::machine::StreamStateMachine;
 use crate::producers::{Duplicate, Evaluation};
+use crate::registry::SlotKey;
 use crate::response::{StreamErrorCode, StreamErrorContext, StreamResponse};
 use crate::scope::{check_external_ref, check_producer, not_found};
 use crate::slot::{StreamSlot, integrity_domain};
@@ -198,7 +200,7 @@ fn record_single(
             record_next,
         };
         slot.producers
-            .record(p, &item, vec![item.clone()], receipt_limit);
+            .record(p, &item, std::slice::from_ref(&item), receipt_limit);
     }
 }
 
@@ -216,13 +218,14 @@ pub(crate) fn check_stream_seq(slot: &StreamSlot, seq: Option<&str>) -> Result<(
     Ok(())
 }
 
-fn duplicate_appended(dup: Duplicate) -> StreamResponse {
+/// The answer to a deduplicated retry by `producer`.
+fn duplicate_appended(dup: &Duplicate, producer: Option<ProducerRequest>) -> StreamResponse {
     StreamResponse::Appended {
         offset: dup.offset,
         next_offset: dup.next_offset,
         closed: dup.closed,
         deduplicated: true,
-        producer: Some(dup.echo),
+        producer: producer.map(|p| dup.echo(p)),
     }
 }
 
@@ -271,31 +274,46 @@ impl StreamStateMachine {
         req: InlineAppend<'_>,
     ) -> Result<StreamResponse, StreamResponse> {
         let id = &req.stream_id;
-        self.append_prefix(id, req.producer.as_ref(), req.now_ms)?;
-        let slot = self.registry.get(id).ok_or_else(|| not_found(id))?;
+        self.check_scope(id)?;
+        check_producer(req.producer.as_ref())?;
+        // One hash of the id for the whole append: every later access to
+        // the slot goes through its key.
+        let Some(key) = self.registry.key(id) else {
+            return Err(not_found(id));
+        };
+        if self.expire_at_if_due(key, id, req.now_ms) {
+            return Err(not_found(id));
+        }
+        let slot = self.registry.slot(key).ok_or_else(|| not_found(id))?;
         let payload = req.payload.as_slice();
         let len = to_u64(payload.len());
         let tail = slot.metadata.tail_offset;
-        if let Evaluation::Duplicate(dup) = slot
-            .producers
-            .evaluate(req.producer.as_ref(), self.corrected())?
+        if let Evaluation::Duplicate(dup) =
+            slot.producers
+                .evaluate(req.producer.as_ref(), self.corrected(), false)?
         {
             if payload.is_empty() {
                 return Ok(StreamResponse::Closed {
                     next_offset: dup.next_offset,
                     deduplicated: true,
-                    producer: Some(dup.echo),
+                    producer: req.producer.map(|p| dup.echo(p)),
                 });
             }
-            return Ok(duplicate_appended(dup));
+            return Ok(duplicate_appended(&dup, req.producer));
         }
         check_record_precondition(slot.record_index.as_deref(), req.record_match)
             .map_err(|e| record_error(e, tail))?;
-        let ends =
-            payload_record_ends(req.content_type, payload).map_err(|e| record_error(e, tail))?;
         let json_stream = is_json_record_content_type(&slot.metadata.content_type);
+        let ends = inline_record_ends(
+            req.content_type,
+            &slot.metadata.content_type,
+            json_stream,
+            payload,
+        )
+        .map_err(|e| record_error(e, tail))?;
+        let ends = ends.as_slice();
         let pending =
-            prepare_record_append(slot.record_index.as_deref(), json_stream, tail, len, &ends)
+            prepare_record_append(slot.record_index.as_deref(), json_stream, tail, len, ends)
                 .map_err(|e| record_error(e, tail))?;
         self.usage
             .check_append(&id.bucket_id, len)
@@ -329,9 +347,10 @@ impl StreamStateMachine {
         let producer = req.producer;
         let bytes = req.payload.into_bytes();
         Ok(self.commit_inline(
+            key,
             id,
             bytes,
-            &ends,
+            ends,
             pending,
             close_after,
             req.stream_seq,
@@ -340,9 +359,12 @@ impl StreamStateMachine {
         ))
     }
 
+    /// The mutation steps of an inline append to the stream under `key`
+    /// (found by the checks, nothing changed since), whose id is `id`.
     #[allow(clippy::too_many_arguments)]
     fn commit_inline(
         &mut self,
+        key: SlotKey,
         id: &BucketStreamId,
         bytes: Bytes,
         ends: &[u64],
@@ -354,7 +376,7 @@ impl StreamStateMachine {
     ) -> StreamResponse {
         let len = to_u64(bytes.len());
         let (corrected, receipt_limit) = (self.corrected(), self.receipt_limit());
-        let Some(slot) = self.registry.get_mut(id) else {
+        let Some(slot) = self.registry.slot_mut(key) else {
             return not_found(id);
         };
         let offset = slot.metadata.tail_offset;
@@ -377,7 +399,7 @@ impl StreamStateMachine {
             receipt_limit,
         );
         if len == 0 {
-            self.refresh_ttl_entry(id);
+            self.refresh_ttl_entry_at(key);
             return StreamResponse::Closed {
                 next_offset,
                 deduplicated: false,
@@ -395,7 +417,7 @@ impl StreamStateMachine {
         let records = appended_record_count(ends, len);
         self.hot_bytes = self.hot_bytes.saturating_add(len);
         self.usage.record_append(&id.bucket_id, len, records);
-        self.refresh_ttl_entry(id);
+        self.refresh_ttl_entry_at(key);
         StreamResponse::Appended {
             offset,
             next_offset,
@@ -422,11 +444,11 @@ impl StreamStateMachine {
         let slot = self.registry.get(id).ok_or_else(|| not_found(id))?;
         let tail = slot.metadata.tail_offset;
         let len = req.payload.payload_len;
-        if let Evaluation::Duplicate(dup) = slot
-            .producers
-            .evaluate(req.producer.as_ref(), self.corrected())?
+        if let Evaluation::Duplicate(dup) =
+            slot.producers
+                .evaluate(req.producer.as_ref(), self.corrected(), false)?
         {
-            return Ok(duplicate_appended(dup));
+            return Ok(duplicate_appended(&dup, req.producer));
         }
         check_record_precondition(slot.record_index.as_deref(), req.record_match)
             .map_err(|e| record_error(e, tail))?;

@@ -121,9 +121,9 @@ impl StreamStateMachine {
         check_producer(producer.as_ref())?;
         self.expire_if_due(id, now_ms);
         if let Some(slot) = self.registry.get(id)
-            && let Evaluation::Duplicate(dup) = slot
-                .producers
-                .evaluate(producer.as_ref(), self.corrected())?
+            && let Evaluation::Duplicate(dup) =
+                slot.producers
+                    .evaluate(producer.as_ref(), self.corrected(), true)?
         {
             return Ok(StreamBatchAppend {
                 items: dup
@@ -189,8 +189,7 @@ impl StreamStateMachine {
         slot.metadata.tail_offset = at;
         renew(&mut slot.metadata, now_ms, corrected);
         if let (Some(p), Some(last)) = (&producer, records.last()) {
-            slot.producers
-                .record(p, last, records.clone(), receipt_limit);
+            slot.producers.record(p, last, &records, receipt_limit);
         }
         if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_append(p);

@@ -174,7 +174,7 @@ impl StreamStateMachine {
                 record_start,
                 record_next,
             };
-            producers.record(p, &item, vec![item.clone()], self.receipt_limit());
+            producers.record(p, &item, std::slice::from_ref(&item), self.receipt_limit());
         }
         let hot_len = hot.len();
         let slot = StreamSlot {

@@ -28,6 +28,7 @@ mod cold;
 mod command;
 mod create;
 mod dispatch;
+mod ends;
 mod flush;
 mod fork;
 mod gc;

@@ -25,16 +25,30 @@ pub(crate) struct Duplicate {
     pub(crate) offset: u64,
     pub(crate) next_offset: u64,
     pub(crate) closed: bool,
+    /// The receipt's items; empty unless [`Producers::evaluate`] was asked
+    /// for them (only batches answer with them).
     pub(crate) items: Vec<ProducerAppendRecord>,
-    pub(crate) echo: ProducerRequest,
+    /// Epoch and sequence of the echoed producer.
+    echo_epoch: u64,
+    echo_seq: u64,
 }
 
 impl Duplicate {
+    /// The producer echoed in the answer: the request's producer id (moved,
+    /// not copied) with the receipt's epoch and sequence.
+    pub(crate) fn echo(&self, request: ProducerRequest) -> ProducerRequest {
+        ProducerRequest {
+            producer_id: request.producer_id,
+            producer_epoch: self.echo_epoch,
+            producer_seq: self.echo_seq,
+        }
+    }
+
     /// The answer to a retry of an accepted sequence whose receipt the
     /// corrected profile no longer keeps: a duplicate whose offsets are both
     /// the start of the oldest kept receipt (the original write ended at or
     /// before it), not closed, with one empty item at that offset.
-    fn trimmed(state: &ProducerState, p: &ProducerRequest) -> Self {
+    fn trimmed(state: &ProducerState, p: &ProducerRequest, with_items: bool) -> Self {
         let at = state
             .receipts
             .entries
@@ -44,18 +58,19 @@ impl Duplicate {
             offset: at,
             next_offset: at,
             closed: false,
-            items: vec![ProducerAppendRecord {
-                start_offset: at,
-                next_offset: at,
-                closed: false,
-                record_start: None,
-                record_next: None,
-            }],
-            echo: ProducerRequest {
-                producer_id: p.producer_id.clone(),
-                producer_epoch: state.epoch,
-                producer_seq: p.producer_seq,
+            items: if with_items {
+                vec![ProducerAppendRecord {
+                    start_offset: at,
+                    next_offset: at,
+                    closed: false,
+                    record_start: None,
+                    record_next: None,
+                }]
+            } else {
+                Vec::new()
             },
+            echo_epoch: state.epoch,
+            echo_seq: p.producer_seq,
         }
     }
 }
@@ -95,11 +110,13 @@ impl Producers {
     ///
     /// With `corrected`, a retry of an accepted sequence whose receipt was
     /// trimmed (bounded receipts) is still a duplicate, answered by
-    /// [`Duplicate::trimmed`].
+    /// [`Duplicate::trimmed`]. A duplicate carries its receipt's items only
+    /// `with_items`.
     pub(crate) fn evaluate(
         &self,
         producer: Option<&ProducerRequest>,
         corrected: bool,
+        with_items: bool,
     ) -> Result<Evaluation, StreamResponse> {
         let Some(p) = producer else {
             return Ok(Evaluation::Accept);
@@ -137,9 +154,11 @@ impl Producers {
             ));
         }
         if p.producer_seq <= state.seq {
-            let Some(receipt) = state.receipts.find(p.producer_seq) else {
+            let Some((index, entry)) = state.receipts.find(p.producer_seq) else {
                 if corrected && state.receipts.trimmed_before(p.producer_seq) {
-                    return Ok(Evaluation::Duplicate(Duplicate::trimmed(state, p)));
+                    return Ok(Evaluation::Duplicate(Duplicate::trimmed(
+                        state, p, with_items,
+                    )));
                 }
                 return Err(seq_conflict(
                     state.seq.saturating_add(1),
@@ -151,15 +170,16 @@ impl Producers {
                 ));
             };
             return Ok(Evaluation::Duplicate(Duplicate {
-                offset: receipt.start_offset,
-                next_offset: receipt.next_offset,
-                closed: receipt.closed,
-                items: receipt.items.clone(),
-                echo: ProducerRequest {
-                    producer_id: p.producer_id.clone(),
-                    producer_epoch: state.epoch,
-                    producer_seq: receipt.producer_seq,
+                offset: entry.start,
+                next_offset: entry.next,
+                closed: entry.flags & CLOSED != 0,
+                items: if with_items {
+                    state.receipts.expand(index, &entry).items
+                } else {
+                    Vec::new()
                 },
+                echo_epoch: state.epoch,
+                echo_seq: entry.seq,
             }));
         }
         if Some(p.producer_seq) == state.seq.checked_add(1) {
@@ -183,7 +203,7 @@ impl Producers {
         &mut self,
         p: &ProducerRequest,
         last: &ProducerAppendRecord,
-        items: Vec<ProducerAppendRecord>,
+        items: &[ProducerAppendRecord],
         limit: Option<usize>,
     ) {
         let map = self.map.get_or_insert_default();
@@ -193,15 +213,22 @@ impl Producers {
                 state.last_start_offset = last.start_offset;
                 state.last_next_offset = last.next_offset;
                 state.last_closed = last.closed;
-                state.receipts.push(p.producer_seq, last, &items);
+                state.receipts.push(p.producer_seq, last, items);
                 if let Some(limit) = limit {
                     state.receipts.trim_to(limit);
                 }
-                state.last_items = items;
+                // Reuses the list's allocation (an accepted append then
+                // allocates nothing here), unless a big batch left it large.
+                if state.last_items.capacity() > 4 * items.len().max(1) {
+                    state.last_items = items.to_vec();
+                } else {
+                    state.last_items.clear();
+                    state.last_items.extend_from_slice(items);
+                }
             }
             _ => {
                 let mut receipts = ReceiptLog::default();
-                receipts.push(p.producer_seq, last, &items);
+                receipts.push(p.producer_seq, last, items);
                 map.insert(
                     p.producer_id.clone(),
                     ProducerState {
@@ -210,7 +237,7 @@ impl Producers {
                         last_start_offset: last.start_offset,
                         last_next_offset: last.next_offset,
                         last_closed: last.closed,
-                        last_items: items,
+                        last_items: items.to_vec(),
                         receipts,
                     },
                 );
@@ -434,8 +461,8 @@ impl ReceiptLog {
         self.entries.first().is_some_and(|e| seq < e.seq)
     }
 
-    /// The first receipt with this sequence number.
-    fn find(&self, seq: u64) -> Option<ProducerReceipt> {
+    /// The first receipt with this sequence number, with its index.
+    fn find(&self, seq: u64) -> Option<(usize, ReceiptEntry)> {
         let index = if self.irregular {
             self.entries.iter().position(|e| e.seq == seq)?
         } else {
@@ -443,7 +470,7 @@ impl ReceiptLog {
             let i = usize::try_from(seq.checked_sub(first)?).ok()?;
             self.entries.get(i).filter(|e| e.seq == seq).map(|_| i)?
         };
-        self.entries.get(index).map(|e| self.expand(index, e))
+        self.entries.get(index).map(|e| (index, *e))
     }
 
     fn to_vec(&self) -> Vec<ProducerReceipt> {

@@ -105,6 +105,20 @@ impl Registry {
         slot_at(&self.arena, self.key(id)?)
     }
 
+    /// The live stream under `key` (from [`Registry::key`]): no hashing.
+    pub(crate) fn slot(&self, key: SlotKey) -> Option<&StreamSlot> {
+        slot_at(&self.arena, key)
+    }
+
+    /// The live stream under `key`, mutably: no hashing.
+    pub(crate) fn slot_mut(&mut self, key: SlotKey) -> Option<&mut StreamSlot> {
+        let e = self.arena.get_mut(key.position())?;
+        if e.version != key.version {
+            return None;
+        }
+        e.slot.as_deref_mut()
+    }
+
     /// The live stream with this id, mutably.
     pub(crate) fn get_mut(&mut self, id: &BucketStreamId) -> Option<&mut StreamSlot> {
         let key = self.key(id)?;

@@ -4,6 +4,7 @@
 use strand_model::{BucketStreamId, TTL_EXPIRY_SWEEP_MAX_STREAMS_PER_WRITE};
 
 use crate::machine::StreamStateMachine;
+use crate::registry::SlotKey;
 use crate::ttl::{TtlIndex, expired, expiry};
 
 impl StreamStateMachine {
@@ -34,18 +35,45 @@ impl StreamStateMachine {
     /// Lazy expiry: removes the stream if it exists and has expired at
     /// `now_ms`; returns whether it was removed.
     pub(crate) fn expire_if_due(&mut self, id: &BucketStreamId, now_ms: u64) -> bool {
+        match self.registry.key(id) {
+            Some(key) => self.expire_at_if_due(key, id, now_ms),
+            None => false,
+        }
+    }
+
+    /// [`Self::expire_if_due`] for the stream `id` found under `key`.
+    pub(crate) fn expire_at_if_due(
+        &mut self,
+        key: SlotKey,
+        id: &BucketStreamId,
+        now_ms: u64,
+    ) -> bool {
         let due = self
             .registry
-            .get(id)
+            .slot(key)
             .is_some_and(|slot| expired(&slot.metadata, now_ms));
         due && self.retire_stream(id)
     }
 
     /// Pushes a TTL index entry for the stream's current expiry.
     pub(crate) fn refresh_ttl_entry(&mut self, id: &BucketStreamId) {
-        if let (Some(key), Some(slot)) = (self.registry.key(id), self.registry.get(id)) {
+        match self.registry.key(id) {
+            Some(key) => self.refresh_ttl_entry_at(key),
+            None => self.compact_ttl_index(),
+        }
+    }
+
+    /// [`Self::refresh_ttl_entry`] for the stream under `key`, without
+    /// hashing its id again.
+    pub(crate) fn refresh_ttl_entry_at(&mut self, key: SlotKey) {
+        if let Some(slot) = self.registry.slot(key) {
             self.ttl.push(&slot.metadata, key);
         }
+        self.compact_ttl_index();
+    }
+
+    /// Corrected profile: rebuilds the TTL index once stale entries dominate.
+    fn compact_ttl_index(&mut self) {
         // Corrected profile: every renewal leaves a stale entry behind, so
         // the index would grow with touches, not streams. Rebuilt from the
         // live streams once stale entries dominate; stale entries never

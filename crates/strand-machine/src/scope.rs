@@ -2,9 +2,10 @@
 //! and the producer, external-ref and retention-pair validators (spec 03 §2).
 
 use strand_model::{
-    BucketStreamId, ExternalPayloadRef, ExternalRefProblem, ProducerRequest, validate_bucket_id,
-    validate_external_payload_ref, validate_producer_request, validate_retention_pair,
-    validate_stream_id,
+    BucketStreamId, ExternalPayloadRef, ExternalRefProblem, MAX_BUCKET_ID_BYTES,
+    MAX_STREAM_PATH_BYTES, MIN_BUCKET_ID_BYTES, ProducerRequest, RESERVED_STREAM_ID,
+    validate_bucket_id, validate_external_payload_ref, validate_producer_request,
+    validate_retention_pair, validate_stream_id,
 };
 
 use crate::machine::StreamStateMachine;
@@ -53,12 +54,44 @@ pub(crate) fn check_bucket_id(bucket_id: &str) -> Result<(), StreamResponse> {
         .map_err(|reason| StreamResponse::error(StreamErrorCode::InvalidBucketId, reason))
 }
 
+/// A one-pass check that accepts only ids both validators accept (spec 01
+/// §16): no affinity key, a bucket id of 4–64 bytes of `[a-z0-9_-]`, a
+/// stream id that is not empty, not `streams`, has no `/`, NUL or `..`, and
+/// a path `bucket/stream` of at most 122 bytes. Anything else (false)
+/// goes through the validators, which find the error and its message.
+fn plainly_valid(id: &BucketStreamId) -> bool {
+    let bucket = id.bucket_id.as_bytes();
+    let stream = id.stream_id.as_bytes();
+    if id.affinity_key.is_some()
+        || !(MIN_BUCKET_ID_BYTES..=MAX_BUCKET_ID_BYTES).contains(&bucket.len())
+        || stream.is_empty()
+        || bucket.len() + 1 + stream.len() > MAX_STREAM_PATH_BYTES
+        || id.stream_id == RESERVED_STREAM_ID
+    {
+        return false;
+    }
+    let bucket_ok = bucket
+        .iter()
+        .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    let mut previous_dot = false;
+    let stream_ok = stream.iter().all(|&b| {
+        let dot = b == b'.';
+        let ok = b != b'/' && b != 0 && !(dot && previous_dot);
+        previous_dot = dot;
+        ok
+    });
+    bucket_ok && stream_ok
+}
+
 impl StreamStateMachine {
     /// The stream scope check (spec 03 §2.1): id syntax, then bucket state.
     pub(crate) fn check_scope(&self, id: &BucketStreamId) -> Result<(), StreamResponse> {
-        check_bucket_id(&id.bucket_id)?;
-        validate_stream_id(id)
-            .map_err(|reason| StreamResponse::error(StreamErrorCode::InvalidStreamId, reason))?;
+        if !plainly_valid(id) {
+            check_bucket_id(&id.bucket_id)?;
+            validate_stream_id(id).map_err(|reason| {
+                StreamResponse::error(StreamErrorCode::InvalidStreamId, reason)
+            })?;
+        }
         self.check_bucket_active(&id.bucket_id)
     }
 
@@ -76,6 +109,57 @@ impl StreamStateMachine {
                 StreamErrorCode::BucketNotFound,
                 format!("bucket '{bucket_id}' does not exist"),
             ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use strand_model::{BucketStreamId, validate_bucket_id, validate_stream_id};
+
+    use super::plainly_valid;
+
+    fn both_validators_accept(id: &BucketStreamId) -> bool {
+        validate_bucket_id(&id.bucket_id).is_ok() && validate_stream_id(id).is_ok()
+    }
+
+    #[test]
+    fn known_ids() {
+        for (bucket, stream, plain) in [
+            ("bench", "s-000", true),
+            ("ab_-09", "a.b.c", true),
+            ("abc", "s", false),
+            ("ABCD", "s", false),
+            ("bench", "", false),
+            ("bench", "streams", false),
+            ("bench", "a/b", false),
+            ("bench", "a..b", false),
+            ("bench", "a\0b", false),
+            ("bench", &"s".repeat(116), true),
+            ("bench", &"s".repeat(117), false),
+        ] {
+            let id = BucketStreamId::new(bucket, stream);
+            assert_eq!(plainly_valid(&id), plain, "{bucket}/{stream}");
+            assert_eq!(both_validators_accept(&id), plain, "{bucket}/{stream}");
+        }
+        let keyed = BucketStreamId {
+            affinity_key: Some("k".to_owned()),
+            ..BucketStreamId::new("bench", "s")
+        };
+        assert!(!plainly_valid(&keyed));
+    }
+
+    proptest! {
+        /// Never accepts an id a validator rejects (and, without an
+        /// affinity key, accepts every id both accept).
+        #[test]
+        fn agrees_with_the_validators(
+            bucket in "[a-z0-9_\\-A.]{2,8}|[a-z]{60,70}",
+            stream in "[a-z0-9./\\x00é-]{0,12}|s{100,125}|streams",
+        ) {
+            let id = BucketStreamId::new(bucket, stream);
+            prop_assert_eq!(plainly_valid(&id), both_validators_accept(&id));
         }
     }
 }

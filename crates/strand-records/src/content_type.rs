@@ -14,11 +14,24 @@ const JSON_MEDIA_TYPE: &str = "application/json";
 /// `application/json;` is.
 #[must_use]
 pub fn is_json_record_content_type(content_type: &str) -> bool {
-    let media_type = match content_type.split_once(';') {
-        Some((head, _params)) => head,
-        None => content_type,
+    // Equivalent to trimming the text before the first `;` and comparing
+    // it, but without scanning for the `;` first: the media type contains
+    // neither `;` nor whitespace, so the string must be leading whitespace,
+    // the media type, trailing whitespace, then its end or a `;`. Most
+    // content types (`application/octet-stream`, …) fail on the first
+    // 16 bytes.
+    let rest = content_type.trim_start();
+    let Some(head) = rest.get(..JSON_MEDIA_TYPE.len()) else {
+        return false;
     };
-    media_type.trim().eq_ignore_ascii_case(JSON_MEDIA_TYPE)
+    if !head.eq_ignore_ascii_case(JSON_MEDIA_TYPE) {
+        return false;
+    }
+    let after = rest
+        .get(JSON_MEDIA_TYPE.len()..)
+        .unwrap_or_default()
+        .trim_start();
+    after.is_empty() || after.starts_with(';')
 }
 
 /// The relative record ends of a payload (spec 02 §1.2).
@@ -60,4 +73,60 @@ pub fn canonical_json_record_ends(
         ends.push(end);
     }
     Ok(ends)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{JSON_MEDIA_TYPE, is_json_record_content_type};
+
+    /// The definition of spec 02 §1.1, written as it reads.
+    fn by_definition(content_type: &str) -> bool {
+        let media_type = match content_type.split_once(';') {
+            Some((head, _params)) => head,
+            None => content_type,
+        };
+        media_type.trim().eq_ignore_ascii_case(JSON_MEDIA_TYPE)
+    }
+
+    #[test]
+    fn known_cases() {
+        for (ct, json) in [
+            ("application/json", true),
+            ("Application/JSON", true),
+            ("application/json;", true),
+            ("application/json; charset=utf-8", true),
+            (" \tapplication/json \u{a0};x", true),
+            ("\u{3000}application/json", true),
+            ("application/jsonx", false),
+            ("application/json x", false),
+            ("application/ json", false),
+            (";application/json", false),
+            ("application/x-ndjson", false),
+            ("application/octet-stream", false),
+            ("application/jso", false),
+            ("", false),
+            ("application/jsoé", false),
+        ] {
+            assert_eq!(is_json_record_content_type(ct), json, "{ct:?}");
+            assert_eq!(by_definition(ct), json, "{ct:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn matches_the_definition(
+            pre in "[ \t\u{a0}\u{3000}a;]{0,3}",
+            mid in prop_oneof![
+                Just("application/json".to_owned()),
+                Just("APPLICATION/Json".to_owned()),
+                "[a-zA-Z/;é ]{0,20}",
+            ],
+            post in "[ \t\u{a0}\u{2028};xé=]{0,4}",
+        ) {
+            let ct = format!("{pre}{mid}{post}");
+            prop_assert_eq!(is_json_record_content_type(&ct), by_definition(&ct));
+        }
+    }
 }

@@ -27,7 +27,72 @@ use crate::{RecordIndexError, StreamRecordIndex, StreamRecordRange, relative_end
 #[must_use = "a pending append does nothing until it is committed"]
 pub struct PendingRecordAppend {
     range: StreamRecordRange,
-    start_offsets: Vec<u64>,
+    start_offsets: StartOffsets,
+}
+
+/// Start offsets kept inline up to this many records: a typical append
+/// holds a few records, and preparing it then allocates nothing.
+const INLINE_STARTS: usize = 8;
+
+/// The new records' start offsets: inline for few records, on the heap
+/// beyond [`INLINE_STARTS`]. Compares and prints as the plain list.
+#[derive(Clone)]
+enum StartOffsets {
+    Inline {
+        len: usize,
+        buf: [u64; INLINE_STARTS],
+    },
+    Heap(Vec<u64>),
+}
+
+impl StartOffsets {
+    fn with_capacity(n: usize) -> Self {
+        if n <= INLINE_STARTS {
+            Self::Inline {
+                len: 0,
+                buf: [0; INLINE_STARTS],
+            }
+        } else {
+            Self::Heap(Vec::with_capacity(n))
+        }
+    }
+
+    fn push(&mut self, offset: u64) {
+        match self {
+            Self::Inline { len, buf } => {
+                if let Some(slot) = buf.get_mut(*len) {
+                    *slot = offset;
+                    *len += 1;
+                } else {
+                    let mut heap = buf.to_vec();
+                    heap.push(offset);
+                    *self = Self::Heap(heap);
+                }
+            }
+            Self::Heap(v) => v.push(offset),
+        }
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Self::Inline { len, buf } => buf.get(..*len).unwrap_or(&[]),
+            Self::Heap(v) => v,
+        }
+    }
+}
+
+impl PartialEq for StartOffsets {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for StartOffsets {}
+
+impl std::fmt::Debug for StartOffsets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
 }
 
 impl PendingRecordAppend {
@@ -42,7 +107,7 @@ impl PendingRecordAppend {
     /// The absolute start offsets the append will add, one per new record.
     #[must_use]
     pub fn start_offsets(&self) -> &[u64] {
-        &self.start_offsets
+        self.start_offsets.as_slice()
     }
 }
 
@@ -135,7 +200,7 @@ impl StreamRecordIndex {
         {
             return Err(RecordIndexError::InvalidBoundaries);
         }
-        let mut start_offsets = Vec::with_capacity(relative_ends.len());
+        let mut start_offsets = StartOffsets::with_capacity(relative_ends.len());
         if let Some((_, leading_ends)) = relative_ends.split_last() {
             start_offsets.push(base_offset);
             for &end in leading_ends {
@@ -162,9 +227,10 @@ impl StreamRecordIndex {
     pub fn commit_append(&mut self, pending: PendingRecordAppend) -> StreamRecordRange {
         let PendingRecordAppend {
             range,
-            mut start_offsets,
+            start_offsets,
         } = pending;
-        self.record_offsets.append(&mut start_offsets);
+        self.record_offsets
+            .extend_from_slice(start_offsets.as_slice());
         range
     }
 

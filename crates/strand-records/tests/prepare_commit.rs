@@ -24,6 +24,29 @@ fn prepare_does_not_change_the_index_and_commit_applies_it() {
 }
 
 #[test]
+fn appends_of_few_and_of_many_records_commit_the_same_offsets() {
+    // Up to 8 records the pending starts are kept inline, beyond on the
+    // heap: both must give the plain list of starts.
+    for count in [1u64, 7, 8, 9, 40] {
+        let mut index = StreamRecordIndex::new();
+        index.append_relative_ends(0, 4, &[4]).unwrap();
+        let ends: Vec<u64> = (1..=count).map(|k| 2 * k).collect();
+        let pending = index.prepare_append(4, 2 * count, &ends).unwrap();
+        let starts: Vec<u64> = (0..count).map(|k| 4 + 2 * k).collect();
+        assert_eq!(pending.start_offsets(), starts.as_slice());
+        assert_eq!(pending.clone(), pending);
+        assert_eq!(
+            format!("{:?}", pending.start_offsets()),
+            format!("{starts:?}")
+        );
+        assert_eq!(index.commit_append(pending), range(1, 1 + count));
+        let mut expected = vec![0];
+        expected.extend(&starts);
+        assert_eq!(index.record_offsets(), expected.as_slice());
+    }
+}
+
+#[test]
 fn dropping_a_pending_append_abandons_it() {
     let index = StreamRecordIndex::new();
     let pending = index.prepare_append(0, 2, &[2]).unwrap();
