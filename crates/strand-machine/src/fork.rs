@@ -487,31 +487,20 @@ impl StreamStateMachine {
         self.insert_slot(slot);
         self.usage.record_stream_created(&id.bucket_id, 0, 0);
         let content_type = req.content_type.clone();
-        for payload in [req.prefix, req.initial_payload] {
-            if payload.is_empty() {
+        let steps = [
+            (req.prefix, false),
+            (req.initial_payload, false),
+            (Bytes::new(), req.close_after),
+        ];
+        for (payload, close) in steps {
+            if payload.is_empty() && !close {
                 continue;
             }
             let r = self.append_inline(InlineAppend {
                 stream_id: id.clone(),
-                content_type: Some(&content_type),
+                content_type: (!close).then_some(content_type.as_str()),
                 payload: Payload::Owned(payload),
-                close_after: false,
-                stream_seq: None,
-                producer: None,
-                now_ms: req.now_ms,
-                record_match: None,
-            });
-            if r.is_error() {
-                self.remove_unqueued(&id);
-                return Err(r);
-            }
-        }
-        if req.close_after {
-            let r = self.append_inline(InlineAppend {
-                stream_id: id.clone(),
-                content_type: None,
-                payload: Payload::Borrowed(&[]),
-                close_after: true,
+                close_after: close,
                 stream_seq: None,
                 producer: None,
                 now_ms: req.now_ms,

@@ -590,3 +590,48 @@ fn restore_checks_the_fork_fields() {
     });
     assert!(matches!(e, StreamSnapshotError::ForkCycle(_)), "{e}");
 }
+
+#[test]
+fn a_fork_created_closed_takes_its_prefix_and_body_first() {
+    let mut m = machine();
+    let (src, f) = (sid("src"), sid("fork"));
+    create(&mut m, &src, b"hello", None);
+    let StreamResponse::ForkSourcePinned { pin, .. } = pin(&mut m, &src, &f, Some(1), 30) else {
+        panic!("pin refused");
+    };
+    let mut cmd = create_fork_cmd(&f, &src, 1, pin, b"XY");
+    if let StreamCommand::CreateFork {
+        prefix,
+        close_after,
+        ..
+    } = &mut cmd
+    {
+        *prefix = Bytes::from_static(b"ell");
+        *close_after = true;
+    }
+    let r = m.apply(cmd);
+    assert_eq!(
+        r,
+        StreamResponse::Created {
+            stream_id: f.clone(),
+            next_offset: 6,
+            closed: true
+        }
+    );
+    let own = m.read_hot_at(&f, 1, 10, 40).unwrap();
+    assert_eq!(own.slices.concat(), b"ellXY");
+    assert!(own.closed);
+    // Prefix and body are two messages.
+    assert_eq!(
+        m.fork_probe(&f, 1),
+        ForkProbe::Own {
+            message_end: Some(4),
+            record: None,
+            tail: 6
+        }
+    );
+    assert_eq!(
+        code(&append(&mut m, &f, b"!")),
+        Some(StreamErrorCode::StreamClosed)
+    );
+}

@@ -91,6 +91,41 @@ fn closed_flag(headers: &HeaderMap) -> Result<bool, ApiError> {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")))
 }
 
+/// A create's expiry headers, `(Stream-TTL, Stream-Expires-At)`: each
+/// well formed, and not both.
+fn expiry_headers(headers: &HeaderMap) -> Result<(Option<u64>, Option<u64>), ApiError> {
+    let ttl = match h::single(headers, h::TTL).map_err(ApiError::bad_request)? {
+        None => None,
+        Some(v) => Some(parse_decimal(v).ok_or_else(|| {
+            ApiError::bad_request("Stream-TTL must be a non-negative whole number of seconds")
+        })?),
+    };
+    let expires = match h::single(headers, h::EXPIRES_AT).map_err(ApiError::bad_request)? {
+        None => None,
+        Some(v) => Some(parse_rfc3339_ms(v.trim()).ok_or_else(|| {
+            ApiError::bad_request("Stream-Expires-At must be an RFC 3339 timestamp")
+        })?),
+    };
+    if ttl.is_some() && expires.is_some() {
+        return Err(ApiError::bad_request(
+            "Stream-TTL and Stream-Expires-At cannot both be set",
+        ));
+    }
+    Ok((ttl, expires))
+}
+
+/// A create's `Stream-Attrs`, a JSON attributes object.
+fn attrs_header(headers: &HeaderMap) -> Result<Option<strand::StreamAttrs>, ApiError> {
+    match h::single(headers, h::ATTRS).map_err(ApiError::bad_request)? {
+        None => Ok(None),
+        Some(v) => serde_json::from_str(v).map(Some).map_err(|e| {
+            ApiError::bad_request(format!(
+                "Stream-Attrs must be a JSON attributes object: {e}"
+            ))
+        }),
+    }
+}
+
 fn set(headers: &mut HeaderMap, name: &'static str, value: impl AsRef<str>) {
     if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
         headers.insert(header::HeaderName::from_static(name), v);
@@ -115,23 +150,7 @@ async fn create(
         Some(ct) if well_formed_content_type(ct) => ct.trim().to_owned(),
         _ => DEFAULT_CONTENT_TYPE.to_owned(),
     };
-    let ttl = match h::single(headers, h::TTL).map_err(ApiError::bad_request)? {
-        None => None,
-        Some(v) => Some(parse_decimal(v).ok_or_else(|| {
-            ApiError::bad_request("Stream-TTL must be a non-negative whole number of seconds")
-        })?),
-    };
-    let expires = match h::single(headers, h::EXPIRES_AT).map_err(ApiError::bad_request)? {
-        None => None,
-        Some(v) => Some(parse_rfc3339_ms(v.trim()).ok_or_else(|| {
-            ApiError::bad_request("Stream-Expires-At must be an RFC 3339 timestamp")
-        })?),
-    };
-    if ttl.is_some() && expires.is_some() {
-        return Err(ApiError::bad_request(
-            "Stream-TTL and Stream-Expires-At cannot both be set",
-        ));
-    }
+    let (ttl, expires) = expiry_headers(headers)?;
     let closed = closed_flag(headers)?;
     let body = read_limited(body, state.config.max_body_bytes).await?;
     let payload = if is_json(&content_type) && !body.is_empty() {
@@ -142,14 +161,7 @@ async fn create(
     let stream_seq = h::single(headers, h::SEQ)
         .map_err(ApiError::bad_request)?
         .map(str::to_owned);
-    let attrs = match h::single(headers, h::ATTRS).map_err(ApiError::bad_request)? {
-        None => None,
-        Some(v) => Some(serde_json::from_str(v).map_err(|e| {
-            ApiError::bad_request(format!(
-                "Stream-Attrs must be a JSON attributes object: {e}"
-            ))
-        })?),
-    };
+    let attrs = attrs_header(headers)?;
     let now_ms = state.engine.now_ms();
     let initial_len = payload.len();
     let command = StreamCommand::CreateStream {
@@ -251,32 +263,9 @@ async fn create_fork(
         Some(ct) if well_formed_content_type(ct) => Some(ct.trim().to_owned()),
         _ => None,
     };
-    let ttl = match h::single(headers, h::TTL).map_err(ApiError::bad_request)? {
-        None => None,
-        Some(v) => Some(parse_decimal(v).ok_or_else(|| {
-            ApiError::bad_request("Stream-TTL must be a non-negative whole number of seconds")
-        })?),
-    };
-    let expires = match h::single(headers, h::EXPIRES_AT).map_err(ApiError::bad_request)? {
-        None => None,
-        Some(v) => Some(parse_rfc3339_ms(v.trim()).ok_or_else(|| {
-            ApiError::bad_request("Stream-Expires-At must be an RFC 3339 timestamp")
-        })?),
-    };
-    if ttl.is_some() && expires.is_some() {
-        return Err(ApiError::bad_request(
-            "Stream-TTL and Stream-Expires-At cannot both be set",
-        ));
-    }
+    let (ttl, expires) = expiry_headers(headers)?;
     let closed = closed_flag(headers)?;
-    let attrs = match h::single(headers, h::ATTRS).map_err(ApiError::bad_request)? {
-        None => None,
-        Some(v) => Some(serde_json::from_str(v).map_err(|e| {
-            ApiError::bad_request(format!(
-                "Stream-Attrs must be a JSON attributes object: {e}"
-            ))
-        })?),
-    };
+    let attrs = attrs_header(headers)?;
     // The source's content type decides the fork's and how its body is
     // stored; a soft-deleted source cannot be forked.
     let Some(meta) = state.engine.head(source.clone()).await? else {
