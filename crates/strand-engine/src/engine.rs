@@ -465,13 +465,10 @@ impl Engine {
             .await?;
         match reply {
             ReadReply::Data(outcome) => Ok(outcome),
-            ReadReply::Cold { offset, error } => match self.cold_reader() {
-                Some(cold) => {
-                    cold.read_cold(self.clone(), stream_id, offset, max_len, false)
-                        .await
-                }
-                None => Ok(Err(error)),
-            },
+            ReadReply::Cold { offset, error } => {
+                self.read_cold(stream_id, offset, max_len, false, error)
+                    .await
+            }
             ReadReply::Inherited {
                 offset,
                 content_type,
@@ -509,9 +506,23 @@ impl Engine {
         self.inner.cold.set(reader).is_ok()
     }
 
-    /// The installed cold tier, if any.
-    pub(crate) fn cold_reader(&self) -> Option<&Arc<dyn ColdReader>> {
-        self.inner.cold.get()
+    /// A read the hot buffer could not serve, through the installed cold
+    /// tier; without one, `error` (the machine's answer) stands.
+    pub(crate) async fn read_cold(
+        &self,
+        stream_id: BucketStreamId,
+        offset: u64,
+        max_len: usize,
+        through: bool,
+        error: StreamResponse,
+    ) -> Result<ReadOutcome, EngineError> {
+        match self.inner.cold.get() {
+            Some(cold) => {
+                cold.read_cold(self.clone(), stream_id, offset, max_len, through)
+                    .await
+            }
+            None => Ok(Err(error)),
+        }
     }
 
     /// Upgrades the janitor's weak handle.

@@ -349,11 +349,8 @@ impl Engine {
                     ReadReply::Data(Ok(read)) => break read,
                     ReadReply::Data(Err(e)) => return Ok(Err(e)),
                     ReadReply::Cold { offset, error } => {
-                        let Some(cold) = self.cold_reader() else {
-                            return Ok(Err(error));
-                        };
-                        match cold
-                            .read_cold(self.clone(), owner.clone(), offset, span, true)
+                        match self
+                            .read_cold(owner.clone(), offset, span, true, error)
                             .await?
                         {
                             Ok(read) => break read,
@@ -379,9 +376,9 @@ impl Engine {
                 }
             };
             let got = usize::try_from(read.len()).unwrap_or(usize::MAX);
-            let content_type = page_type.clone().unwrap_or(read.content_type.clone());
             slices.extend(read.slices);
             if owner == *top {
+                let content_type = page_type.unwrap_or(read.content_type);
                 return Ok(Ok(HotRead {
                     offset,
                     next_offset: read.next_offset,
@@ -397,7 +394,7 @@ impl Engine {
                 return Ok(Ok(HotRead {
                     offset,
                     next_offset: at,
-                    content_type,
+                    content_type: page_type.unwrap_or(read.content_type),
                     slices,
                     up_to_date: false,
                     closed: false,
