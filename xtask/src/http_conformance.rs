@@ -76,7 +76,28 @@ struct Options {
 }
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node] [--auth] [--durable] [--cluster] [--keep] [--allow-fail-area PREFIX]...";
+pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node] [--auth] [--durable] [--cluster] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
+
+/// Set by `--debug-build`: run the debug `strand-server` that
+/// `cargo test --workspace` builds instead of a release build. `cargo xtask
+/// ci` uses it after its tests step, which saves compiling the whole
+/// dependency tree a second time in release on a fresh checkout.
+static DEBUG_BUILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Builds the `strand-server` binary the run uses and returns its path:
+/// `cargo build --release -p strand-server`, or with `--debug-build`
+/// `cargo test --workspace --no-run` (the tests step's own build, so nothing
+/// is rebuilt after it).
+fn build_strand(root: &Path) -> Result<PathBuf, String> {
+    let mut build = cargo(root);
+    if DEBUG_BUILD.load(std::sync::atomic::Ordering::Relaxed) {
+        build.args(["test", "--workspace", "--no-run"]);
+    } else {
+        build.args(["build", "--release", "-p", "strand-server"]);
+    }
+    run(build)?;
+    Ok(strand_binary(root))
+}
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -116,6 +137,9 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--auth" if inline.is_none() => options.auth = true,
             "--durable" if inline.is_none() => options.durable = true,
             "--cluster" if inline.is_none() => options.cluster = true,
+            "--debug-build" if inline.is_none() => {
+                DEBUG_BUILD.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
         }
     }
@@ -173,10 +197,7 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
     }
     let mut server = match options.server {
         Server::Strand if options.cluster => {
-            let mut build = cargo(root);
-            build.args(["build", "--release", "-p", "strand-server"]);
-            run(build)?;
-            let mut cmd = Command::new(strand_binary(root));
+            let mut cmd = Command::new(build_strand(root)?);
             cmd.current_dir(root).args(&extra);
             let guard = spawn_server(
                 Server::Strand,
@@ -319,19 +340,15 @@ impl Drop for ServerGuard {
     }
 }
 
-/// Builds `strand-server` in release and starts it on a free loopback port.
+/// Builds `strand-server` (release, or debug with `--debug-build`) and
+/// starts it on a free loopback port.
 pub(crate) fn start_strand(
     root: &Path,
     long_poll_ms: u64,
     log: PathBuf,
     extra: &[String],
 ) -> Result<ServerGuard, String> {
-    let mut build = cargo(root);
-    build.args(["build", "--release", "-p", "strand-server"]);
-    run(build)?;
-    let binary = target_dir(root)
-        .join("release")
-        .join(format!("strand-server{}", std::env::consts::EXE_SUFFIX));
+    let binary = build_strand(root)?;
     let mut cmd = Command::new(&binary);
     cmd.current_dir(root).args([
         "--listen",
@@ -346,8 +363,13 @@ pub(crate) fn start_strand(
 }
 
 fn strand_binary(root: &Path) -> PathBuf {
+    let profile = if DEBUG_BUILD.load(std::sync::atomic::Ordering::Relaxed) {
+        "debug"
+    } else {
+        "release"
+    };
     target_dir(root)
-        .join("release")
+        .join(profile)
         .join(format!("strand-server{}", std::env::consts::EXE_SUFFIX))
 }
 
@@ -355,9 +377,7 @@ fn strand_binary(root: &Path) -> PathBuf {
 /// (fresh data directories under `work`) and returns node 2's arguments,
 /// for the node the suite talks to.
 fn start_cluster(root: &Path, work: &Path) -> Result<(Vec<String>, Vec<ServerGuard>), String> {
-    let mut build = cargo(root);
-    build.args(["build", "--release", "-p", "strand-server"]);
-    run(build)?;
+    build_strand(root)?;
     let mut ports = Vec::new();
     for _ in 0..3 {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")
@@ -566,7 +586,7 @@ fn write_secret(path: &Path) -> Result<(), String> {
 
 /// Mints an all-rights token with `strand-server token`.
 fn mint_token(root: &Path, secret: &Path) -> Result<String, String> {
-    let binary = target_dir(root).join("release").join("strand-server");
+    let binary = strand_binary(root);
     let out = Command::new(&binary)
         .args(["token", "--secret-file"])
         .arg(secret)

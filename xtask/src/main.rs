@@ -167,16 +167,16 @@ fn ci(root: &Path) -> Result<(), String> {
             run: step_doc,
         },
         Step {
+            name: "tests",
+            run: step_tests,
+        },
+        Step {
             name: "http-conformance",
             run: step_http_conformance,
         },
         Step {
             name: "http-conformance-auth",
             run: step_http_conformance_auth,
-        },
-        Step {
-            name: "tests",
-            run: step_tests,
         },
         Step {
             name: "insta",
@@ -250,16 +250,18 @@ fn has_subcommand(root: &Path, sub: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The official Durable Streams HTTP suite against a release strand-server:
-/// every test must pass (forks included).
+/// The official Durable Streams HTTP suite against strand-server: every
+/// test must pass (forks included). It runs the debug binary the tests
+/// step built (`--debug-build`): a fresh checkout then compiles the
+/// dependency tree once, not a second time in release.
 fn step_http_conformance(root: &Path) -> Result<(), String> {
-    http_conformance::http_conformance(root, &[])
+    http_conformance::http_conformance(root, &["--debug-build".into()])
 }
 
 /// The same suite with authentication on, every request carrying a token
 /// through the test file's header injector.
 fn step_http_conformance_auth(root: &Path) -> Result<(), String> {
-    http_conformance::http_conformance(root, &["--auth".into()])
+    http_conformance::http_conformance(root, &["--auth".into(), "--debug-build".into()])
 }
 
 /// `cargo doc --workspace --no-deps` with rustdoc warnings (broken
