@@ -87,7 +87,8 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
     let uri = request.uri().clone();
     let origin = request.headers().get(axum::http::header::ORIGIN).cloned();
     let origins = std::sync::Arc::clone(&state.origins);
-    let mut response = if method == Method::OPTIONS {
+    let preflight = method == Method::OPTIONS;
+    let mut response = if preflight {
         crate::cors::preflight()
     } else if uri.path() == "/__strand/health" && (method == Method::GET || method == Method::HEAD)
     {
@@ -102,7 +103,7 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
             Err(error) => error.into_response(),
         }
     };
-    crate::cors::add_headers(response.headers_mut(), &origins, origin.as_ref());
+    crate::cors::add_headers(response.headers_mut(), &origins, origin.as_ref(), preflight);
     let status = response.status();
     let subject = response
         .extensions()
