@@ -337,6 +337,26 @@ async fn a_partly_flushed_durable_node_restarts_with_every_byte() {
     assert!(!old_orphan.exists(), "the old orphan is swept");
     assert!(young_orphan.exists(), "a young unreferenced object stays");
     verify(node.addr(0), &lens).await;
+
+    // 5. GC after the restart: delete the last stream; its GC entries are
+    // reclaimed and acknowledged, and every other stream still reads back.
+    let gone = STREAMS - 1;
+    let r = send(
+        node.addr(0),
+        "DELETE",
+        &format!("/v1/stream/s{gone}"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    report_until(node.addr(0), 10, |r| r["gc_acked"].as_u64().unwrap() >= 1).await;
+    assert!(
+        !files(&cold)
+            .iter()
+            .any(|f| f.to_string_lossy().contains(&format!("/s{gone}/")))
+    );
+    verify(node.addr(0), &lens[..gone]).await;
     let report = cold_report(node.addr(0)).await.unwrap();
     assert!(report["cold_reads"].as_u64().unwrap() > 0);
     assert_eq!(report["store_errors"], 0);
