@@ -69,6 +69,9 @@ pub struct ColdConfig {
     pub retry_max: Duration,
     /// The node's hot-memory limit (`--max-hot-bytes`); `None` for none.
     pub max_hot_bytes: Option<u64>,
+    /// Each group's hot-memory limit (`--max-group-hot-bytes`); `None`
+    /// for none.
+    pub max_group_hot_bytes: Option<u64>,
     /// Bytes of recently read cold ranges kept in memory.
     pub cache_bytes: usize,
 }
@@ -88,6 +91,7 @@ impl Default for ColdConfig {
             retry_min: Duration::from_millis(50),
             retry_max: Duration::from_secs(5),
             max_hot_bytes: None,
+            max_group_hot_bytes: None,
             cache_bytes: 32 * 1024 * 1024,
         }
     }
@@ -98,8 +102,55 @@ pub(crate) struct Shared {
     pub(crate) backend: SharedBackend,
     pub(crate) config: ColdConfig,
     pub(crate) budget: HotBudget,
+    /// One budget per group under `max_group_hot_bytes`, made when the
+    /// tier first meets its engine (it knows the group count).
+    pub(crate) group_budgets: std::sync::OnceLock<Vec<HotBudget>>,
     pub(crate) stats: ColdStats,
     pub(crate) cache: read::RangeCache,
+}
+
+impl Shared {
+    /// Makes the per-group budgets for an engine of `groups` groups (once).
+    pub(crate) fn init_groups(&self, groups: usize) {
+        if let Some(limit) = self.config.max_group_hot_bytes {
+            self.group_budgets
+                .get_or_init(|| (0..groups).map(|_| HotBudget::new(Some(limit))).collect());
+        }
+    }
+
+    /// The budget of `group`, under a per-group limit.
+    pub(crate) fn group_budget(&self, group: usize) -> Option<&HotBudget> {
+        self.group_budgets.get().and_then(|b| b.get(group))
+    }
+
+    /// Whether the node, or `group`, is at or above half its limit.
+    pub(crate) fn under_pressure(&self, group: usize) -> bool {
+        self.budget.under_pressure()
+            || self
+                .group_budget(group)
+                .is_some_and(HotBudget::under_pressure)
+    }
+}
+
+/// Why a write was not let in under the hot-memory limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The body alone is larger than the node's limit: it never fits.
+    NodeTooLarge,
+    /// The body alone is larger than its group's limit: it never fits.
+    GroupTooLarge,
+    /// The node's hot memory is full until flushing catches up.
+    NodeFull,
+    /// The group's hot memory is full until flushing catches up.
+    GroupFull,
+}
+
+/// A write let in under the node's and its group's limits; dropping it
+/// marks the write finished.
+#[derive(Debug)]
+pub struct TierAdmission<'a> {
+    _node: Admission<'a>,
+    _group: Option<Admission<'a>>,
 }
 
 /// A node's cold tier: a backend, its workers' configuration, the
@@ -143,6 +194,7 @@ impl ColdTier {
             shared: Arc::new(Shared {
                 backend,
                 budget: HotBudget::new(config.max_hot_bytes),
+                group_budgets: std::sync::OnceLock::new(),
                 cache: read::RangeCache::new(config.cache_bytes),
                 config,
                 stats: ColdStats::default(),
@@ -151,7 +203,12 @@ impl ColdTier {
     }
 
     /// Starts one worker per group of `engine`, and the budget's sampler.
+    /// A group's worker acts only while this node leads the group
+    /// ([`Engine::leads_group`]): in a cluster the leader flushes and
+    /// collects, and the followers apply its `FlushCold` and `AckColdGc`
+    /// entries and read the same store.
     pub fn start(&self, engine: &Engine) -> ColdWorkers {
+        self.shared.init_groups(engine.group_count());
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         for group in 0..engine.group_count() {
@@ -185,6 +242,44 @@ impl ColdTier {
         &self.shared.budget
     }
 
+    /// The hot-memory budget of `group` under `--max-group-hot-bytes`
+    /// (once the tier met its engine: [`ColdTier::install`] or
+    /// [`ColdTier::start`]).
+    pub fn group_budget(&self, group: usize) -> Option<&HotBudget> {
+        self.shared.group_budget(group)
+    }
+
+    /// Lets a write of `bytes` hot bytes into `group` in under the node's
+    /// and the group's limits, or says why not.
+    ///
+    /// # Errors
+    /// A body larger than a limit (it never fits), or a limit reached
+    /// (the caller answers 503 with `Retry-After` while flushing works).
+    pub fn admit(&self, group: usize, bytes: u64) -> Result<TierAdmission<'_>, Refusal> {
+        let node = &self.shared.budget;
+        let group_budget = self.shared.group_budget(group);
+        if node.limit().is_some_and(|limit| bytes > limit) {
+            return Err(Refusal::NodeTooLarge);
+        }
+        if group_budget
+            .and_then(HotBudget::limit)
+            .is_some_and(|limit| bytes > limit)
+        {
+            return Err(Refusal::GroupTooLarge);
+        }
+        let group = match group_budget {
+            Some(b) => Some(b.admit(bytes).ok_or(Refusal::GroupFull)?),
+            None => None,
+        };
+        // Dropping the group's admission on a refusal here marks it done:
+        // the group's bound stays valid (it only overcounts).
+        let node = node.admit(bytes).ok_or(Refusal::NodeFull)?;
+        Ok(TierAdmission {
+            _node: node,
+            _group: group,
+        })
+    }
+
     /// The counters.
     pub fn stats(&self) -> &ColdStats {
         &self.shared.stats
@@ -195,9 +290,13 @@ impl ColdTier {
         ColdReport::build(
             &self.shared.stats,
             self.shared.backend.describe(),
-            self.shared.budget.limit(),
-            self.shared.budget.estimate(),
-            self.shared.budget.refused(),
+            &self.shared.budget,
+            self.shared.config.max_group_hot_bytes,
+            self.shared
+                .group_budgets
+                .get()
+                .map(Vec::as_slice)
+                .unwrap_or_default(),
         )
     }
 
@@ -220,6 +319,7 @@ impl ColdTier {
     /// reaches below the hot buffers. Answers whether it was installed
     /// (an engine takes one cold tier).
     pub fn install(&self, engine: &Engine) -> bool {
+        self.shared.init_groups(engine.group_count());
         engine.set_cold_reader(Arc::new(self.clone()))
     }
 

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
+use crate::HotBudget;
+
 /// The cold tier's counters (monotonic unless noted).
 #[derive(Debug, Default)]
 pub struct ColdStats {
@@ -36,6 +38,8 @@ pub struct ColdStats {
     pub cold_read_bytes: AtomicU64,
     /// Ranges served from the cache.
     pub cache_hits: AtomicU64,
+    /// Groups whose workers act now (this node leads them); a gauge.
+    pub leading_groups: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -93,6 +97,16 @@ pub struct ColdReport {
     pub hot_bytes_bound: u64,
     /// Writes refused with 503 because the limit was reached.
     pub refused_writes: u64,
+    /// `--max-group-hot-bytes`, if set.
+    pub max_group_hot_bytes: Option<u64>,
+    /// The admission bound on each group's hot bytes, in group order
+    /// (empty without a per-group limit).
+    pub group_hot_bytes_bounds: Vec<u64>,
+    /// Writes refused with 503 because their group's limit was reached.
+    pub group_refused_writes: u64,
+    /// Groups this node leads, whose flush, GC and sweep it runs (every
+    /// group on a single node; in a cluster, the ones it is leader of).
+    pub leading_groups: u64,
     /// Stream bytes flushed (committed).
     pub flushed_bytes: u64,
     /// Chunks flushed (committed).
@@ -125,9 +139,9 @@ impl ColdReport {
     pub(crate) fn build(
         stats: &ColdStats,
         backend: String,
-        max_hot_bytes: Option<u64>,
-        hot_bytes_bound: u64,
-        refused_writes: u64,
+        budget: &HotBudget,
+        max_group_hot_bytes: Option<u64>,
+        groups: &[HotBudget],
     ) -> Self {
         let failures = ColdStats::get(&stats.consecutive_failures);
         Self {
@@ -135,9 +149,13 @@ impl ColdReport {
             healthy: failures == 0,
             consecutive_failures: failures,
             last_error: stats.last_error(),
-            max_hot_bytes,
-            hot_bytes_bound,
-            refused_writes,
+            max_hot_bytes: budget.limit(),
+            hot_bytes_bound: budget.estimate(),
+            refused_writes: budget.refused(),
+            max_group_hot_bytes,
+            group_hot_bytes_bounds: groups.iter().map(HotBudget::estimate).collect(),
+            group_refused_writes: groups.iter().map(HotBudget::refused).sum(),
+            leading_groups: ColdStats::get(&stats.leading_groups),
             flushed_bytes: ColdStats::get(&stats.flushed_bytes),
             flushed_chunks: ColdStats::get(&stats.flushed_chunks),
             uploads: ColdStats::get(&stats.uploads),

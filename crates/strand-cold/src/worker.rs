@@ -48,15 +48,68 @@ fn wall_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Takes a budget sample: `completed` first, then the groups' hot bytes.
+/// Takes a budget sample: the node's and each group's `completed` first,
+/// then each group's hot bytes.
 pub(crate) async fn sample(shared: &Shared, engine: &Engine) -> Result<(), EngineError> {
-    if shared.budget.limit().is_none() {
+    let groups = shared
+        .group_budgets
+        .get()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if shared.budget.limit().is_none() && groups.is_empty() {
         return Ok(());
     }
     let completed = shared.budget.sample_start();
-    let hot = engine.hot_bytes().await?;
-    shared.budget.record_sample(hot, completed);
+    let group_completed: Vec<u64> = groups.iter().map(|b| b.sample_start()).collect();
+    let mut total = 0u64;
+    for group in 0..engine.group_count() {
+        let hot = engine
+            .query_group(group, |m| m.total_hot_payload_bytes())
+            .await?;
+        if let (Some(budget), Some(done)) = (groups.get(group), group_completed.get(group)) {
+            budget.record_sample(hot, *done);
+        }
+        total = total.saturating_add(hot);
+    }
+    shared.budget.record_sample(total, completed);
     Ok(())
+}
+
+/// Tells when this node gains or loses a group's lead, for the report.
+struct Lead<'a> {
+    stats: &'a ColdStats,
+    group: usize,
+    leading: bool,
+}
+
+impl Lead<'_> {
+    fn set(&mut self, leading: bool) {
+        if leading == self.leading {
+            return;
+        }
+        self.leading = leading;
+        if leading {
+            ColdStats::add(&self.stats.leading_groups, 1);
+            tracing::info!(
+                group = self.group,
+                "cold workers resume: this node leads the group"
+            );
+        } else {
+            self.stats
+                .leading_groups
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(
+                group = self.group,
+                "cold workers pause: another node leads the group"
+            );
+        }
+    }
+}
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        self.set(false);
+    }
 }
 
 /// The sampler: keeps the budget's bound tight while writes come in.
@@ -86,7 +139,29 @@ pub(crate) async fn run_group(
     let mut backoff = config.retry_min;
     let mut next_gc = Instant::now();
     let mut next_sweep = Instant::now() + config.sweep_interval;
+    let mut lead = Lead {
+        stats: &shared.stats,
+        group,
+        leading: false,
+    };
+    // How often a follower looks whether it became the group's leader.
+    let follow_poll = config
+        .flush_interval
+        .clamp(Duration::from_millis(1), Duration::from_millis(100));
     loop {
+        // Only the group's leader flushes, collects and sweeps, and only
+        // once it has applied everything committed before its term: the
+        // sweep lists the store against the applied state, so a
+        // `FlushCold` another leader committed must be applied here
+        // first. Followers apply the leader's entries.
+        let leading = engine.leads_group(group);
+        lead.set(leading);
+        if !leading {
+            if !pause(&mut stop, follow_poll).await {
+                return;
+            }
+            continue;
+        }
         let mut failed = false;
         let mut busy = false;
         match flush_once(&shared, &engine, group).await {
@@ -131,9 +206,16 @@ pub(crate) async fn run_group(
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1)),
         );
+        let group_pressure = async {
+            match shared.group_budget(group) {
+                Some(b) => b.pressured().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = shared.budget.pressured() => {}
+            () = group_pressure => {}
             _ = stop.changed() => return,
         }
     }
@@ -166,7 +248,7 @@ enum Target<'a> {
 /// Plans one batch, uploads it as one object, commits its chunks.
 async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     let config = &shared.config;
-    let min = if shared.budget.under_pressure() {
+    let min = if shared.under_pressure(group) {
         1
     } else {
         config.flush_min_bytes.max(1)

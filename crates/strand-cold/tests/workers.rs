@@ -239,3 +239,37 @@ async fn a_store_that_is_down_keeps_the_hot_bytes_and_reads_mix_tiers() {
     workers.stop().await;
     engine.shutdown().await;
 }
+
+/// The shape of `GET /__strand/cold`'s body, with both memory limits set
+/// (before any worker ran): a change to it shows up here.
+#[tokio::test]
+async fn the_cold_report_keeps_its_shape() {
+    let engine = Engine::start(EngineConfig {
+        groups: 2,
+        ..EngineConfig::default()
+    });
+    // An in-memory engine's workers act on every group it has.
+    assert!(engine.leads_group(0) && engine.leads_group(1) && !engine.leads_group(2));
+    let backend: SharedBackend = Arc::new(ObjectStoreBackend::memory());
+    let tier = ColdTier::new(
+        backend,
+        ColdConfig {
+            max_hot_bytes: Some(1 << 20),
+            max_group_hot_bytes: Some(1 << 16),
+            ..config()
+        },
+    );
+    assert!(tier.install(&engine));
+    let admitted = tier.admit(1, 1000).unwrap();
+    assert_eq!(
+        tier.admit(0, (1 << 16) + 1).unwrap_err(),
+        strand_cold::Refusal::GroupTooLarge
+    );
+    assert_eq!(
+        tier.admit(0, (1 << 20) + 1).unwrap_err(),
+        strand_cold::Refusal::NodeTooLarge
+    );
+    insta::assert_json_snapshot!("cold_report", tier.report());
+    drop(admitted);
+    engine.shutdown().await;
+}

@@ -129,6 +129,8 @@ pub(crate) struct Inner {
     cold: std::sync::OnceLock<Arc<dyn ColdReader>>,
     /// Each group's log, for a replicated engine (set when attached).
     logs: Vec<std::sync::OnceLock<Arc<dyn GroupLog>>>,
+    /// Whether the groups apply through logs ([`Engine::start_replicated`]).
+    replicated: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -169,6 +171,7 @@ impl Engine {
             tasks,
             (shutdown, shutdown_rx),
             unpins,
+            false,
         )
     }
 
@@ -179,6 +182,7 @@ impl Engine {
         tasks: Vec<JoinHandle<()>>,
         (shutdown, shutdown_rx): (watch::Sender<bool>, watch::Receiver<bool>),
         unpins: Arc<tokio::sync::Notify>,
+        replicated: bool,
     ) -> Self {
         let logs = groups.iter().map(|_| std::sync::OnceLock::new()).collect();
         let engine = Self {
@@ -190,6 +194,7 @@ impl Engine {
                 tasks: std::sync::Mutex::new(tasks),
                 cold: std::sync::OnceLock::new(),
                 logs,
+                replicated,
             }),
         };
         let janitor = tokio::spawn(crate::forks::deliver_unpins(
@@ -235,6 +240,7 @@ impl Engine {
             tasks,
             (shutdown, shutdown_rx),
             unpins,
+            true,
         );
         let links = appliers
             .into_iter()
@@ -286,6 +292,17 @@ impl Engine {
             .iter()
             .filter_map(|l| l.get().map(|log| log.status()))
             .collect()
+    }
+
+    /// Whether this node's background workers should act on `group` now:
+    /// always for an in-memory engine; for a replicated one, while this
+    /// node leads the group and has applied everything committed before
+    /// its term ([`GroupLog::leads`]); never before the log is attached.
+    pub fn leads_group(&self, group: usize) -> bool {
+        match self.inner.logs.get(group).and_then(|l| l.get()) {
+            Some(log) => log.leads(),
+            None => !self.inner.replicated && group < self.inner.groups.len(),
+        }
     }
 
     /// The number of groups.

@@ -409,8 +409,11 @@ impl Engine {
 const RETRY: Duration = Duration::from_secs(1);
 
 /// The engine's unpin janitor: whenever a group reports outbox entries
-/// (and once a second while deliveries fail), delivers each to its
-/// source's group, then acknowledges the delivered ones.
+/// (and once a second while deliveries fail, or while a group this node
+/// does not lead holds some), delivers each to its source's group, then
+/// acknowledges the delivered ones. It acts only on the groups this node
+/// leads ([`Engine::leads_group`]): in a cluster the leader delivers and
+/// the followers apply what it proposed.
 pub(crate) async fn deliver_unpins(
     inner: Weak<Inner>,
     notify: Arc<Notify>,
@@ -438,9 +441,20 @@ pub(crate) async fn deliver_unpins(
 impl Engine {
     /// One pass of the janitor; false when some delivery must be retried.
     async fn deliver_unpins_once(&self) -> bool {
+        // A group this node does not lead is its leader's to deliver
+        // (followers apply the replicated unpins); look again later in
+        // case this node becomes its leader.
+        let mut waiting = false;
         for _round in 0..MAX_FORK_DEPTH {
             let mut any = false;
             for group in 0..self.group_count() {
+                if !self.leads_group(group) {
+                    let pending = self
+                        .query_group(group, |m| !m.pending_fork_unpins(1).is_empty())
+                        .await;
+                    waiting |= pending.unwrap_or(false);
+                    continue;
+                }
                 let Ok(batch) = self
                     .query_group(group, |m| m.pending_fork_unpins(256))
                     .await
@@ -469,9 +483,9 @@ impl Engine {
                 }
             }
             if !any {
-                return true;
+                return !waiting;
             }
         }
-        true
+        !waiting
     }
 }

@@ -101,6 +101,15 @@ pub trait GroupLog: Send + Sync + 'static {
     fn propose(&self, entry: GroupEntry, done: ProposalDone);
     /// The group's replication status, for health reports.
     fn status(&self) -> GroupStatus;
+    /// Whether this node leads the group and has applied every entry
+    /// committed before its term began: a node's background workers (the
+    /// cold tier's flush, GC and orphan sweep, the fork unpin janitor)
+    /// run only while it answers true, so they act on the complete state
+    /// and only one node acts at a time (short of a deposed leader that
+    /// has not noticed yet). A log without peers always leads.
+    fn leads(&self) -> bool {
+        true
+    }
     /// Stops the log (the engine is shutting down).
     fn shutdown(&self) -> LogFuture<()>;
     /// Delivers a message of the log's own protocol from a peer node

@@ -448,6 +448,18 @@ impl GroupLog for RaftGroup {
         }
     }
 
+    fn leads(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        // A leader first commits a blank entry of its own term: once an
+        // entry of the current term is applied, so is every entry any
+        // earlier leader committed.
+        m.state == openraft::ServerState::Leader
+            && m.current_leader == Some(m.id)
+            && m.last_applied
+                .is_some_and(|applied| applied.leader_id.term == m.current_term)
+    }
+
     fn shutdown(&self) -> LogFuture<()> {
         let raft = self.raft.clone();
         let log = self.log.clone();

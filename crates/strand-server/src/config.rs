@@ -139,6 +139,12 @@ pub struct Config {
     /// it gets 503 with `Retry-After: 1`. Needs a cold tier.
     #[arg(long)]
     pub max_hot_bytes: Option<u64>,
+    /// Each group's hot-memory limit in bytes: above half of it the
+    /// group's flush worker flushes whatever the planner offers; a write
+    /// to the group that would pass it gets 503 with `Retry-After: 1`, a
+    /// body larger than it 413. Needs a cold tier.
+    #[arg(long)]
+    pub max_group_hot_bytes: Option<u64>,
     /// A group flushes on its own once its hot bytes reach this many.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub cold_flush_bytes: usize,
@@ -263,6 +269,7 @@ impl Config {
             sweep_interval: Duration::from_millis(self.cold_sweep_interval_ms.max(1)),
             orphan_grace: Duration::from_millis(self.cold_orphan_grace_ms),
             max_hot_bytes: self.max_hot_bytes,
+            max_group_hot_bytes: self.max_group_hot_bytes,
             ..strand_cold::ColdConfig::default()
         }
     }
@@ -283,6 +290,12 @@ impl Config {
                 if self.max_hot_bytes.is_some() {
                     return Err(
                         "--max-hot-bytes needs a cold tier (--cold-dir or --cold-url)".to_owned(),
+                    );
+                }
+                if self.max_group_hot_bytes.is_some() {
+                    return Err(
+                        "--max-group-hot-bytes needs a cold tier (--cold-dir or --cold-url)"
+                            .to_owned(),
                     );
                 }
                 return Ok(None);

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use strand::BucketStreamId;
 use strand_engine::Engine;
 use tokio::sync::watch;
 
@@ -31,31 +32,47 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Lets a write of `bytes` hot bytes in under `--max-hot-bytes`, or
-    /// refuses it with 503 and `Retry-After: 1` while flushing catches up
-    /// (413 when it could never fit).
+    /// Lets a write of `bytes` hot bytes into the group of `id` in under
+    /// `--max-hot-bytes` and `--max-group-hot-bytes`, or refuses it with
+    /// 503 and `Retry-After: 1` while flushing catches up (413 when it
+    /// could never fit).
     pub fn admit(
         &self,
+        id: &BucketStreamId,
         bytes: usize,
-    ) -> Result<Option<strand_cold::Admission<'_>>, crate::errors::ApiError> {
+    ) -> Result<Option<strand_cold::TierAdmission<'_>>, crate::errors::ApiError> {
+        use axum::http::StatusCode;
+        use strand_cold::Refusal;
         let Some(cold) = &self.cold else {
             return Ok(None);
         };
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
-        if cold.budget().limit().is_some_and(|limit| bytes > limit) {
+        let group = self.engine.group_for(id);
+        let (status, message) = match cold.admit(group, bytes) {
+            Ok(admission) => return Ok(Some(admission)),
             // It would never fit: waiting cannot help.
-            return Err(crate::errors::ApiError::new(
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            Err(Refusal::NodeTooLarge) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
                 "the body holds more bytes than the node's hot-memory limit (--max-hot-bytes)",
-            ));
-        }
-        match cold.budget().admit(bytes) {
-            Some(admission) => Ok(Some(admission)),
-            None => Err(crate::errors::ApiError::new(
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            Err(Refusal::GroupTooLarge) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the body holds more bytes than a group's hot-memory limit (--max-group-hot-bytes)",
+            ),
+            Err(Refusal::NodeFull) => (
+                StatusCode::SERVICE_UNAVAILABLE,
                 "the node's hot memory is full (--max-hot-bytes); the cold tier is catching up",
-            )
-            .with_header("retry-after", "1")),
-        }
+            ),
+            Err(Refusal::GroupFull) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the stream's group's hot memory is full (--max-group-hot-bytes); the cold tier is catching up",
+            ),
+        };
+        let error = crate::errors::ApiError::new(status, message);
+        Err(if status == StatusCode::SERVICE_UNAVAILABLE {
+            error.with_header("retry-after", "1")
+        } else {
+            error
+        })
     }
 }

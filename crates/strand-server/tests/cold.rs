@@ -827,3 +827,94 @@ async fn a_fork_reads_its_flushed_source_through_the_cold_tier() {
     );
     server.stop().await;
 }
+
+/// `--max-group-hot-bytes`: with the store down, a group at its limit
+/// refuses writes with 503 `Retry-After` while another group still takes
+/// them; a body larger than the limit gets 413; once the store is back,
+/// the full group flushes under pressure (far below `--cold-flush-bytes`)
+/// and takes writes again, and the other group's hot bytes stay put.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_over_its_hot_limit_refuses_writes_until_it_flushes() {
+    const LIMIT: u64 = 64 * 1024;
+    const PIECE: u64 = 16 * 1024;
+    let inner: SharedBackend = Arc::new(ObjectStoreBackend::memory());
+    let faulty = Arc::new(FaultyBackend::new(inner, FaultPlan::default(), 1));
+    faulty.set_down(true);
+    let c = config(|c| {
+        c.groups = 2;
+        c.max_group_hot_bytes = Some(LIMIT);
+        c.cold_flush_bytes = 64 * 1024 * 1024;
+    });
+    let backend: SharedBackend = faulty.clone();
+    let cold = ColdTier::new(backend, c.cold_config());
+    let server = TestServer::start_cold(c, Some(cold.clone())).await;
+    let addr = server.addr;
+    let engine = server.engine.clone();
+    // Two streams in different groups.
+    let id = |n: usize| BucketStreamId::new("default", format!("g-{n}"));
+    let full = 0;
+    let other = (1..64)
+        .find(|n| engine.group_for(&id(*n)) != engine.group_for(&id(full)))
+        .unwrap();
+    let (full_group, other_group) = (engine.group_for(&id(full)), engine.group_for(&id(other)));
+    for n in [full, other] {
+        create(addr, &format!("/v1/stream/g-{n}")).await;
+    }
+    let append = |n: usize, at: u64, len: u64| {
+        request(addr, Method::POST, &format!("/v1/stream/g-{n}"))
+            .header("content-type", "text/plain")
+            .body(bytes(n, at..at + len))
+    };
+    // Fill the group to its limit; the next piece is refused.
+    let mut len = 0;
+    let refused = loop {
+        let r = append(full, len, PIECE).send().await;
+        if r.status != StatusCode::NO_CONTENT {
+            break r;
+        }
+        len += PIECE;
+        assert!(len <= LIMIT, "the group took more than its limit");
+    };
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.h("retry-after"), Some("1"));
+    assert!(refused.text().contains("--max-group-hot-bytes"));
+    assert_eq!(len, LIMIT);
+    // Another group is not held back; a body over the limit never fits.
+    assert_eq!(
+        append(other, 0, PIECE).send().await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        append(other, PIECE, LIMIT + 1).send().await.status,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    let report = cold.report();
+    assert!(report.group_refused_writes >= 1 && report.refused_writes == 0);
+    assert_eq!(report.max_group_hot_bytes, Some(LIMIT));
+    assert!(report.group_hot_bytes_bounds[full_group] <= LIMIT);
+
+    // The store comes back: the full group flushes under pressure and the
+    // write goes through.
+    faulty.set_down(false);
+    let r = retrying(2_000, || append(full, len, PIECE)).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    len += PIECE;
+    assert!(cold.stats().flushed_bytes.load(Ordering::Relaxed) >= LIMIT);
+    let hot = |g: usize| {
+        let engine = engine.clone();
+        async move {
+            engine
+                .query_group(g, |m| m.total_hot_payload_bytes())
+                .await
+                .unwrap()
+        }
+    };
+    assert!(hot(full_group).await <= LIMIT);
+    assert_eq!(
+        hot(other_group).await,
+        PIECE,
+        "the other group was not flushed"
+    );
+    assert!(read_all(addr, &format!("/v1/stream/g-{full}")).await == bytes(full, 0..len));
+    server.stop().await;
+}

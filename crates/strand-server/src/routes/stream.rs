@@ -176,7 +176,7 @@ async fn create(
         attrs,
         now_ms,
     };
-    let _admission = state.admit(initial_len)?;
+    let _admission = state.admit(&target.id, initial_len)?;
     let response = state.engine.create_stream(command, true).await?;
     created_response(&response, content_type, headers, target)
 }
@@ -373,7 +373,7 @@ async fn append(
         _ => body,
     };
     let has_producer = producer.is_some();
-    let _admission = state.admit(payload.len())?;
+    let _admission = state.admit(&target.id, payload.len())?;
     let outcome = state
         .engine
         .write(WriteRequest {

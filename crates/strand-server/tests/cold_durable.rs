@@ -1,0 +1,501 @@
+//! The cold tier on durable nodes, through the `strand-server` binary:
+//! a node whose hot data was partly flushed restarts (after SIGKILL and
+//! after SIGTERM) and reads every byte back, keeps flushing, and its
+//! orphan sweep deletes only unreferenced old objects; and a 3-node
+//! cluster sharing one `--cold-dir`, where only the leader flushes and
+//! every node reads the flushed ranges.
+#![allow(clippy::unwrap_used)]
+
+mod process;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use process::{Server, free_port, parse_offset, start_args};
+use strand_server::offsets::render as off;
+
+/// The byte at `offset` of stream `s`: different per stream and place.
+fn byte_at(s: usize, offset: u64) -> u8 {
+    b'a' + u8::try_from((s as u64 * 11 + offset * 7 + offset / 97) % 26).unwrap()
+}
+
+fn bytes(s: usize, range: std::ops::Range<u64>) -> Vec<u8> {
+    range.map(|o| byte_at(s, o)).collect()
+}
+
+/// The flags of a node with a tiny flush threshold.
+fn cold_args(cold: &Path) -> Vec<String> {
+    [
+        "--cold-dir",
+        &cold.display().to_string(),
+        "--cold-flush-bytes",
+        "16384",
+        "--cold-chunk-bytes",
+        "16384",
+        "--cold-pack-bytes",
+        "65536",
+        "--cold-flush-interval-ms",
+        "5",
+        "--cold-gc-interval-ms",
+        "50",
+        // Large enough never to refuse; set so the hot gauge is sampled.
+        "--max-hot-bytes",
+        "67108864",
+        "--cold-sweep-interval-ms",
+        "100",
+        "--cold-orphan-grace-ms",
+        "600000",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// [`request`] with a 5-second bound: a node that never answers is an
+/// error like an unreachable one.
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> std::io::Result<process::Reply> {
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        process::request(addr, method, path, headers, body),
+    )
+    .await
+    .unwrap_or_else(|_| Err(std::io::Error::other("no answer in 5 s")))
+}
+
+/// `GET /__strand/cold` of `addr`.
+async fn cold_report(addr: SocketAddr) -> Option<serde_json::Value> {
+    let r = request(addr, "GET", "/__strand/cold", &[], b"")
+        .await
+        .ok()?;
+    (r.status == 200).then(|| serde_json::from_slice(&r.body).unwrap())
+}
+
+/// Polls `addr`'s cold report until `ok` holds (at most `secs`).
+async fn report_until(
+    addr: SocketAddr,
+    secs: u64,
+    ok: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let until = Instant::now() + Duration::from_secs(secs);
+    let mut last = serde_json::Value::Null;
+    while Instant::now() < until {
+        if let Some(v) = cold_report(addr).await {
+            if ok(&v) {
+                return v;
+            }
+            last = v;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{addr}: the cold report never got there: {last}");
+}
+
+/// Sends a request again while it answers 503 or the node is unreachable.
+async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> process::Reply {
+    for _ in 0..500 {
+        match request(addr, method, path, headers, body).await {
+            Ok(r) if r.status != 503 => return r,
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("{method} {path} on {addr}: no answer for 10 s");
+}
+
+fn text() -> Vec<(&'static str, String)> {
+    vec![("Content-Type", "text/plain".to_owned())]
+}
+
+async fn create(addr: SocketAddr, s: usize) {
+    let r = send(addr, "PUT", &format!("/v1/stream/s{s}"), &text(), b"").await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// Appends `[from, to)` of stream `s` in pieces of `piece` bytes.
+async fn fill(addr: SocketAddr, s: usize, from: u64, to: u64, piece: u64) {
+    let mut at = from;
+    while at < to {
+        let end = (at + piece).min(to);
+        let path = format!("/v1/stream/s{s}");
+        let r = send(addr, "POST", &path, &text(), &bytes(s, at..end)).await;
+        assert_eq!(
+            r.status,
+            204,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        assert_eq!(parse_offset(r.header("stream-next-offset").unwrap()), end);
+        at = end;
+    }
+}
+
+/// Catch-up reads of stream `s` from `from` (`None`: `-1`) to the tail.
+async fn read_from(addr: SocketAddr, s: usize, from: Option<u64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = from.map_or_else(|| "-1".to_owned(), off);
+    for _ in 0..1_000 {
+        let path = format!("/v1/stream/s{s}?offset={offset}");
+        let r = send(addr, "GET", &path, &[], b"").await;
+        assert_eq!(
+            r.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        out.extend_from_slice(&r.body);
+        offset = r.header("stream-next-offset").unwrap().to_owned();
+        if r.header("stream-up-to-date") == Some("true") {
+            return out;
+        }
+    }
+    panic!("s{s} never caught up");
+}
+
+/// Every stream of `lens` reads back byte-exact from `addr`: from `-1`
+/// and from offsets inside it (across the cold/hot boundary).
+async fn verify(addr: SocketAddr, lens: &[u64]) {
+    for (s, len) in lens.iter().copied().enumerate() {
+        assert!(
+            read_from(addr, s, None).await == bytes(s, 0..len),
+            "{addr} s{s}: catch-up from -1 differs"
+        );
+        for from in [1, len / 3, len / 2 + 17, len - 1] {
+            assert!(
+                read_from(addr, s, Some(from)).await == bytes(s, from..len),
+                "{addr} s{s}: catch-up from {from} differs"
+            );
+        }
+    }
+}
+
+/// Kills every node still held when dropped, so a failed assertion does
+/// not leave processes behind.
+struct Nodes(Vec<Option<Server>>);
+
+impl Nodes {
+    fn addr(&self, i: usize) -> SocketAddr {
+        self.0[i].as_ref().unwrap().addr
+    }
+
+    fn take(&mut self, i: usize) -> Server {
+        self.0[i].take().unwrap()
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for node in self.0.iter_mut().filter_map(Option::take) {
+            node.kill9();
+        }
+    }
+}
+
+/// Sends SIGTERM and waits (bounded) for a clean exit.
+fn terminate(mut server: Server) {
+    let pid = server.child.id().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for _ in 0..500 {
+        if let Some(exit) = server.child.try_wait().unwrap() {
+            assert!(exit.success(), "SIGTERM: {exit:?}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.kill9();
+    panic!("the node did not stop within 10 s of SIGTERM");
+}
+
+/// Every file under `dir`, recursively.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+fn set_age(path: &Path, age: Duration) {
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(SystemTime::now() - age).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partly_flushed_durable_node_restarts_with_every_byte() {
+    const STREAMS: usize = 6;
+    const FLUSHED: u64 = 48 * 1024;
+    const HOT: u64 = 1024;
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, cold) = (tmp.path().join("data"), tmp.path().join("cold"));
+    let mut args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--groups",
+        "2",
+        "--data-dir",
+        &data.display().to_string(),
+        "--snapshot-every",
+        "40",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    args.extend(cold_args(&cold));
+
+    // 1. Append, let most of it flush, append a little more that stays hot.
+    let mut node = Nodes(vec![Some(start_args(&args))]);
+    for s in 0..STREAMS {
+        create(node.addr(0), s).await;
+        fill(node.addr(0), s, 0, FLUSHED, 8 * 1024).await;
+    }
+    let total = STREAMS as u64 * FLUSHED;
+    report_until(node.addr(0), 10, |r| {
+        r["flushed_bytes"].as_u64().unwrap() + 2 * 16 * 1024 >= total
+    })
+    .await;
+    let mut lens = vec![FLUSHED; STREAMS];
+    // A group drains whole once it reaches the threshold, so a round may
+    // flush everything: append small rounds until some bytes stay hot.
+    let mut before = serde_json::Value::Null;
+    for _round in 0..5 {
+        for (s, len) in lens.iter_mut().enumerate() {
+            fill(node.addr(0), s, *len, *len + HOT, 1024).await;
+            *len += HOT;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        before = cold_report(node.addr(0)).await.unwrap();
+        if before["hot_bytes_bound"].as_u64().unwrap() > 0 {
+            break;
+        }
+    }
+    assert!(before["hot_bytes_bound"].as_u64().unwrap() > 0, "{before}");
+    let flushed_before = before["flushed_bytes"].as_u64().unwrap();
+    let objects_before = files(&cold).len();
+    assert!(objects_before > 0 && flushed_before > 0);
+
+    // 2. SIGKILL; the restarted node holds every byte, cold and hot.
+    node.take(0).kill9();
+    node.0[0] = Some(start_args(&args));
+    verify(node.addr(0), &lens).await;
+
+    // 3. It keeps flushing: more bytes per stream pass the threshold.
+    for (s, len) in lens.iter_mut().enumerate() {
+        fill(node.addr(0), s, *len, *len + 32 * 1024, 8 * 1024).await;
+        *len += 32 * 1024;
+    }
+    let after = report_until(node.addr(0), 10, |r| {
+        r["flushed_bytes"].as_u64().unwrap() >= STREAMS as u64 * 16 * 1024
+    })
+    .await;
+    assert_eq!(after["leading_groups"], 2);
+
+    // 4. SIGTERM, then age every object past the orphan grace and plant
+    // two unreferenced objects (an upload whose `FlushCold` never
+    // committed): an old one, which the sweep deletes, and a young one,
+    // which it leaves alone. Nothing the machine references goes.
+    terminate(node.take(0));
+    for f in files(&cold) {
+        set_age(&f, Duration::from_secs(7200));
+    }
+    let old_orphan = cold.join("g000/p/0000000000001-00000000deadbeef.pack");
+    let young_orphan = cold.join("g001/p/0000000000002-00000000feedf00d.pack");
+    for orphan in [&old_orphan, &young_orphan] {
+        std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
+        std::fs::write(orphan, b"never committed").unwrap();
+    }
+    set_age(&old_orphan, Duration::from_secs(7200));
+    node.0[0] = Some(start_args(&args));
+    let swept = report_until(node.addr(0), 10, |r| {
+        r["orphans_deleted"].as_u64().unwrap() >= 1
+    })
+    .await;
+    // Let a few more sweeps run before reading (every 100 ms).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!old_orphan.exists(), "the old orphan is swept");
+    assert!(young_orphan.exists(), "a young unreferenced object stays");
+    verify(node.addr(0), &lens).await;
+
+    // 5. GC after the restart: delete the last stream; its GC entries are
+    // reclaimed and acknowledged, and every other stream still reads back.
+    let gone = STREAMS - 1;
+    let r = send(
+        node.addr(0),
+        "DELETE",
+        &format!("/v1/stream/s{gone}"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    report_until(node.addr(0), 10, |r| r["gc_acked"].as_u64().unwrap() >= 1).await;
+    assert!(
+        !files(&cold)
+            .iter()
+            .any(|f| f.to_string_lossy().contains(&format!("/s{gone}/")))
+    );
+    verify(node.addr(0), &lens[..gone]).await;
+    let report = cold_report(node.addr(0)).await.unwrap();
+    assert!(report["cold_reads"].as_u64().unwrap() > 0);
+    assert_eq!(report["store_errors"], 0);
+    eprintln!(
+        "cold restart: {STREAMS} streams, {} bytes each at the end; {flushed_before} bytes flushed in {objects_before} objects before SIGKILL, {} orphans swept after SIGTERM and restart, {} objects now",
+        lens[0],
+        swept["orphans_deleted"],
+        files(&cold).len(),
+    );
+}
+
+fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
+    let mut args = vec![
+        "--listen".to_owned(),
+        format!("127.0.0.1:{}", ports[(id - 1) as usize]),
+        "--groups".to_owned(),
+        "1".to_owned(),
+        "--data-dir".to_owned(),
+        dir.join(format!("node-{id}")).display().to_string(),
+        "--node-id".to_owned(),
+        id.to_string(),
+    ];
+    for (i, port) in ports.iter().enumerate() {
+        args.push("--peer".to_owned());
+        args.push(format!("{}=http://127.0.0.1:{port}", i + 1));
+    }
+    // One store for the whole cluster.
+    args.extend(cold_args(&dir.join("cold")));
+    args
+}
+
+/// The node every one of `addrs` names as the group's leader, once they
+/// agree and that node's cold workers run.
+async fn leader(addrs: &[(u64, SocketAddr)]) -> u64 {
+    let until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < until {
+        let mut named = Vec::new();
+        for (_, addr) in addrs {
+            let leader = match request(*addr, "GET", "/__strand/health", &[], b"").await {
+                Ok(r) if r.status == 200 => {
+                    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                    v["groups"][0]["leader"].as_u64()
+                }
+                _ => None,
+            };
+            named.push(leader);
+        }
+        if let Some(Some(first)) = named.first()
+            && named.iter().all(|l| *l == Some(*first))
+            && let Some((_, addr)) = addrs.iter().find(|(id, _)| id == first)
+            && cold_report(*addr)
+                .await
+                .is_some_and(|r| r["leading_groups"] == 1)
+        {
+            return *first;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no agreed leader running its cold workers within 15 s");
+}
+
+/// Reads until `addr` holds every stream of `lens` (a follower applies a
+/// little later), then checks them byte-exact.
+async fn converge_and_verify(addr: SocketAddr, lens: &[u64]) {
+    for (s, len) in lens.iter().copied().enumerate() {
+        for _ in 0..200 {
+            if read_from(addr, s, None).await.len() as u64 == len {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    verify(addr, lens).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_cluster_only_the_leader_flushes_and_every_node_reads_cold() {
+    const STREAMS: usize = 3;
+    const PART: u64 = 48 * 1024;
+    let tmp = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut nodes = Nodes(
+        (1..=3)
+            .map(|id| Some(start_args(&node_args(tmp.path(), id, &ports))))
+            .collect(),
+    );
+    let all: Vec<(u64, SocketAddr)> = (1..=3u64)
+        .map(|id| (id, nodes.addr(id as usize - 1)))
+        .collect();
+    let addr_of = |id: u64| all[(id - 1) as usize].1;
+    let first = leader(&all).await;
+    let follower = all.iter().find(|(id, _)| *id != first).unwrap().1;
+
+    // Writes through a follower (it forwards them); the leader flushes.
+    for s in 0..STREAMS {
+        create(follower, s).await;
+        fill(follower, s, 0, PART, 8 * 1024).await;
+    }
+    let mut lens = vec![PART; STREAMS];
+    let total = STREAMS as u64 * PART;
+    report_until(addr_of(first), 10, |r| {
+        r["flushed_bytes"].as_u64().unwrap() + 16 * 1024 >= total
+    })
+    .await;
+    for (id, addr) in &all {
+        converge_and_verify(*addr, &lens).await;
+        let r = cold_report(*addr).await.unwrap();
+        if *id == first {
+            assert!(r["uploads"].as_u64().unwrap() > 0);
+        } else {
+            // Followers applied the leader's flushes and read its objects.
+            assert_eq!(r["uploads"], 0, "node {id} uploaded: {r}");
+            assert_eq!(r["leading_groups"], 0);
+            assert!(r["cold_reads"].as_u64().unwrap() > 0, "node {id}: {r}");
+        }
+    }
+
+    // kill -9 the leader: a survivor leads, flushes the new bytes.
+    nodes.take((first - 1) as usize).kill9();
+    let survivors: Vec<(u64, SocketAddr)> =
+        all.iter().copied().filter(|(id, _)| *id != first).collect();
+    let second = leader(&survivors).await;
+    assert_ne!(second, first);
+    for (s, len) in lens.iter_mut().enumerate() {
+        fill(survivors[0].1, s, *len, *len + PART, 8 * 1024).await;
+        *len += PART;
+    }
+    let flushed = report_until(addr_of(second), 10, |r| {
+        r["flushed_bytes"].as_u64().unwrap() + 16 * 1024 >= total
+    })
+    .await;
+    for (id, addr) in &survivors {
+        converge_and_verify(*addr, &lens).await;
+        if *id != second {
+            assert_eq!(cold_report(*addr).await.unwrap()["uploads"], 0);
+        }
+    }
+    eprintln!(
+        "cold cluster: node {first} led and flushed, then was killed; node {second} took over and uploaded {} objects ({} bytes); followers uploaded none and served their cold reads from the shared store",
+        flushed["uploads"], flushed["flushed_bytes"],
+    );
+}
