@@ -373,11 +373,8 @@ fn strand_binary(root: &Path) -> PathBuf {
         .join(format!("strand-server{}", std::env::consts::EXE_SUFFIX))
 }
 
-/// Starts nodes 1 and 3 of a three-node cluster on free loopback ports
-/// (fresh data directories under `work`) and returns node 2's arguments,
-/// for the node the suite talks to.
-fn start_cluster(root: &Path, work: &Path) -> Result<(Vec<String>, Vec<ServerGuard>), String> {
-    build_strand(root)?;
+/// Three free loopback ports, one per node of a cluster.
+fn cluster_ports() -> Result<Vec<u16>, String> {
     let mut ports = Vec::new();
     for _ in 0..3 {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")
@@ -389,33 +386,51 @@ fn start_cluster(root: &Path, work: &Path) -> Result<(Vec<String>, Vec<ServerGua
                 .port(),
         );
     }
-    let args = |id: usize| -> Result<Vec<String>, String> {
-        let data = work.join(format!("cluster-node-{id}"));
-        match fs::remove_dir_all(&data) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("cannot remove {}: {e}", data.display())),
-        }
-        let mut a = vec![
-            "--listen".to_owned(),
-            format!("127.0.0.1:{}", ports[id - 1]),
-            "--long-poll-timeout-ms".to_owned(),
-            LONG_POLL_TIMEOUT_MS.to_string(),
-            "--data-dir".to_owned(),
-            data.display().to_string(),
-            "--node-id".to_owned(),
-            id.to_string(),
-        ];
-        for (i, port) in ports.iter().enumerate() {
-            a.push("--peer".to_owned());
-            a.push(format!("{}=http://127.0.0.1:{port}", i + 1));
-        }
-        Ok(a)
-    };
+    Ok(ports)
+}
+
+/// The arguments of node `id` (1-based) of a three-node cluster on
+/// `ports`, with a fresh data directory `work/cluster-node-{id}`.
+fn cluster_node_args(
+    work: &Path,
+    ports: &[u16],
+    id: usize,
+    long_poll_ms: u64,
+) -> Result<Vec<String>, String> {
+    let data = work.join(format!("cluster-node-{id}"));
+    match fs::remove_dir_all(&data) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot remove {}: {e}", data.display())),
+    }
+    let mut a = vec![
+        "--listen".to_owned(),
+        format!("127.0.0.1:{}", ports[id - 1]),
+        "--long-poll-timeout-ms".to_owned(),
+        long_poll_ms.to_string(),
+        "--data-dir".to_owned(),
+        data.display().to_string(),
+        "--node-id".to_owned(),
+        id.to_string(),
+    ];
+    for (i, port) in ports.iter().enumerate() {
+        a.push("--peer".to_owned());
+        a.push(format!("{}=http://127.0.0.1:{port}", i + 1));
+    }
+    Ok(a)
+}
+
+/// Starts nodes 1 and 3 of a three-node cluster on free loopback ports
+/// (fresh data directories under `work`) and returns node 2's arguments,
+/// for the node the suite talks to.
+fn start_cluster(root: &Path, work: &Path) -> Result<(Vec<String>, Vec<ServerGuard>), String> {
+    build_strand(root)?;
+    let ports = cluster_ports()?;
     let mut guards = Vec::new();
     for id in [1, 3] {
         let mut cmd = Command::new(strand_binary(root));
-        cmd.current_dir(root).args(args(id)?);
+        cmd.current_dir(root)
+            .args(cluster_node_args(work, &ports, id, LONG_POLL_TIMEOUT_MS)?);
         guards.push(spawn_server(
             Server::Strand,
             cmd,
@@ -423,7 +438,41 @@ fn start_cluster(root: &Path, work: &Path) -> Result<(Vec<String>, Vec<ServerGua
             "strand-server listening on ",
         )?);
     }
-    Ok((args(2)?, guards))
+    Ok((
+        cluster_node_args(work, &ports, 2, LONG_POLL_TIMEOUT_MS)?,
+        guards,
+    ))
+}
+
+/// Starts a three-node durable cluster of release `strand-server`s on
+/// free loopback ports (fresh data directories `work/cluster-node-N`,
+/// logs `work/cluster-node-N.log`, `extra` arguments on every node) and
+/// waits until every node reports a leader for each of its groups.
+/// The binary must be built.
+pub(crate) fn start_strand_cluster(
+    root: &Path,
+    work: &Path,
+    long_poll_ms: u64,
+    extra: &[String],
+) -> Result<Vec<ServerGuard>, String> {
+    let ports = cluster_ports()?;
+    let mut guards = Vec::new();
+    for id in 1..=3 {
+        let mut cmd = Command::new(strand_binary(root));
+        cmd.current_dir(root)
+            .args(cluster_node_args(work, &ports, id, long_poll_ms)?)
+            .args(extra);
+        guards.push(spawn_server(
+            Server::Strand,
+            cmd,
+            work.join(format!("cluster-node-{id}.log")),
+            "strand-server listening on ",
+        )?);
+    }
+    for guard in &guards {
+        wait_healthy(guard)?;
+    }
+    Ok(guards)
 }
 
 /// Starts the node reference server script of `work`.

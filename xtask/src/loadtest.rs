@@ -6,8 +6,17 @@
 //! into `target/peers/`), one server at a time, each in memory, each
 //! restarted for every scenario. Prints one table: every figure for each
 //! server and strand's ratio to each peer. `--durable` adds strand-server
-//! with `--data-dir` (a fresh directory per scenario, fsync on), and
-//! `--fsync-never` the same with `--fsync never`.
+//! with `--data-dir` (a fresh directory per scenario, fsync on),
+//! `--fsync-never` the same with `--fsync never`, and `--cluster` a
+//! three-node durable loopback cluster (fresh directories
+//! `target/loadtest/cluster-node-N`), the writers spread round-robin over
+//! the three nodes (a follower forwards its writes to the group's
+//! leader); `--cluster-leader` the same cluster with every writer on the
+//! node that leads the most groups (node 1 initializes the groups and
+//! usually leads them all). `--only TEXT` runs the scenarios whose name contains TEXT.
+//! The write scenarios also show the durable nodes' group commit,
+//! measured by their log counters (`GET /__strand/health`): log entries
+//! per fsync and the mean fsync time, over every node.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -20,8 +29,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::http_conformance::{
-    ServerGuard, log_tail, loopback_addr, prepare_packages, start_node, start_strand, status_of,
-    target_dir,
+    ServerGuard, log_tail, loopback_addr, prepare_packages, start_node, start_strand,
+    start_strand_cluster, status_of, target_dir,
 };
 use crate::{cargo, run};
 
@@ -32,14 +41,15 @@ const PEER_VERSION: &str = "0.3.0";
 const LONG_POLL_MS: u64 = 30_000;
 
 /// Usage of the task.
-pub(crate) const USAGE: &str =
-    "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never]";
+pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--only TEXT]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
     Strand,
     StrandDurable,
     StrandNoFsync,
+    StrandCluster,
+    StrandClusterLeader,
     Node,
     RustPeer,
 }
@@ -50,6 +60,8 @@ impl Target {
             Target::Strand => "strand",
             Target::StrandDurable => "strand durable",
             Target::StrandNoFsync => "strand fsync never",
+            Target::StrandCluster => "strand 3 nodes",
+            Target::StrandClusterLeader => "strand 3 nodes, to leader",
             Target::Node => "node 0.3.7",
             Target::RustPeer => "rust 0.3.0",
         }
@@ -70,6 +82,10 @@ const WRITE_FIGURES: &[(&str, &str, bool)] = &[
     ("p99_ms", "p99 ms", false),
     ("server_cpu_us_per_append", "server CPU us/append", false),
     ("errors", "errors", false),
+    ("appends_per_fsync", "appends per fsync", true),
+    ("entries_per_fsync", "log entries per fsync", true),
+    ("mean_fsync_ms", "mean fsync ms", false),
+    ("fsyncs_per_append", "fsyncs per append (all nodes)", false),
 ];
 const FANOUT_FIGURES: &[(&str, &str, bool)] = &[
     ("p50_ms", "p50 ms", false),
@@ -96,6 +112,11 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
         Scenario {
             name: "writes: 500 writers x 256 B".into(),
             args: s(&["writes", "--seconds", secs]),
+            figures: WRITE_FIGURES,
+        },
+        Scenario {
+            name: "writes: 500 streams x 100 B".into(),
+            args: s(&["writes", "--body-bytes", "100", "--seconds", secs]),
             figures: WRITE_FIGURES,
         },
         Scenario {
@@ -147,12 +168,24 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
 /// `cargo xtask loadtest ARGS`.
 pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     let (mut compare, mut quick, mut durable, mut no_fsync) = (false, false, false, false);
-    for a in args {
+    let (mut cluster, mut cluster_leader) = (false, false);
+    let mut only: Option<String> = None;
+    let mut args = args.iter();
+    while let Some(a) = args.next() {
         match a.as_str() {
             "--compare" => compare = true,
             "--quick" => quick = true,
             "--durable" => durable = true,
             "--fsync-never" => no_fsync = true,
+            "--cluster" => cluster = true,
+            "--cluster-leader" => cluster_leader = true,
+            "--only" => {
+                only = Some(
+                    args.next()
+                        .ok_or_else(|| format!("--only needs a value; usage: {USAGE}"))?
+                        .clone(),
+                );
+            }
             other => return Err(format!("unknown option `{other}`; usage: {USAGE}")),
         }
     }
@@ -175,22 +208,39 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     if no_fsync {
         targets.push(Target::StrandNoFsync);
     }
+    if cluster {
+        targets.push(Target::StrandCluster);
+    }
+    if cluster_leader {
+        targets.push(Target::StrandClusterLeader);
+    }
     if compare {
         prepare_packages(root, &target_dir(root).join("http-conformance"))?;
         ensure_peer(root)?;
         targets.extend([Target::Node, Target::RustPeer]);
     }
     let bench = target_dir(root).join("release").join("strand-bench");
-    let scenarios = scenarios(quick);
+    let mut scenarios = scenarios(quick);
+    if let Some(text) = &only {
+        scenarios.retain(|s| s.name.contains(text.as_str()));
+        if scenarios.is_empty() {
+            return Err(format!("no scenario's name contains `{text}`"));
+        }
+    }
     let mut results: BTreeMap<(usize, usize), Value> = BTreeMap::new();
     let mut raw = Vec::new();
     for (si, scenario) in scenarios.iter().enumerate() {
         for (ti, target) in targets.iter().enumerate() {
             println!("==> {} against {}", scenario.name, target.label());
-            let mut server = start(root, *target, &work)?;
-            let outcome = run_bench(&bench, &server, &scenario.args);
-            server.check_running()?;
-            drop(server);
+            let mut servers = start(root, *target, &work)?;
+            let outcome = match load_targets(*target, &servers) {
+                Ok(load) => run_bench(&bench, &servers, &load, &scenario.args),
+                Err(e) => Err(e),
+            };
+            for server in &mut servers {
+                server.check_running()?;
+            }
+            drop(servers);
             match outcome {
                 Ok(value) => {
                     println!("    {value}");
@@ -215,9 +265,21 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn start(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
+/// Starts a target's server processes (three for the cluster).
+fn start(root: &Path, target: Target, work: &Path) -> Result<Vec<ServerGuard>, String> {
+    if matches!(target, Target::StrandCluster | Target::StrandClusterLeader) {
+        // Fresh data directories for every scenario.
+        return start_strand_cluster(root, work, LONG_POLL_MS, &[]);
+    }
+    start_one(root, target, work).map(|g| vec![g])
+}
+
+fn start_one(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
     match target {
         Target::Strand => start_strand(root, LONG_POLL_MS, work.join("strand-server.log"), &[]),
+        Target::StrandCluster | Target::StrandClusterLeader => {
+            Err("the cluster is three processes".into())
+        }
         Target::StrandDurable | Target::StrandNoFsync => {
             // A fresh data directory for every scenario.
             let data = work.join("durable-data");
@@ -242,12 +304,85 @@ fn start(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String
     }
 }
 
-fn run_bench(bench: &Path, server: &ServerGuard, args: &[String]) -> Result<Value, String> {
-    let output = Command::new(bench)
-        .arg("--url")
-        .arg(&server.url)
-        .arg("--server-pid")
-        .arg(server.pid().to_string())
+/// The URLs the load goes to (every server, or for `--cluster-leader`
+/// the node that leads the most groups) and the other nodes, whose log
+/// counters count too.
+fn load_targets(
+    target: Target,
+    servers: &[ServerGuard],
+) -> Result<(Vec<String>, Vec<String>), String> {
+    if target != Target::StrandClusterLeader {
+        return Ok((servers.iter().map(|s| s.url.clone()).collect(), Vec::new()));
+    }
+    let first = servers.first().ok_or("no server")?;
+    let health = get_json(loopback_addr(&first.url)?, "/__strand/health")?;
+    let mut led: BTreeMap<u64, usize> = BTreeMap::new();
+    for group in health["groups"].as_array().into_iter().flatten() {
+        if let Some(leader) = group["leader"].as_u64() {
+            *led.entry(leader).or_default() += 1;
+        }
+    }
+    let (leader, groups) = led
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .ok_or("no group has a leader")?;
+    println!("    load on node {leader} (leader of {groups} groups)");
+    let index = usize::try_from(*leader)
+        .ok()
+        .and_then(|l| l.checked_sub(1))
+        .filter(|i| *i < servers.len())
+        .ok_or_else(|| format!("leader {leader} is not a node of the cluster"))?;
+    let others = servers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != index)
+        .map(|(_, s)| s.url.clone())
+        .collect();
+    Ok((vec![servers[index].url.clone()], others))
+}
+
+/// `GET path` over HTTP/1.1 (`Connection: close`), the body as JSON.
+fn get_json(addr: std::net::SocketAddr, path: &str) -> Result<Value, String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("write: {e}"))?;
+    let mut raw = Vec::new();
+    stream
+        .take(1 << 20)
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("read: {e}"))?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("a response without headers")?;
+    serde_json::from_slice(&raw[split + 4..]).map_err(|e| format!("GET {path}: not JSON: {e}"))
+}
+
+fn run_bench(
+    bench: &Path,
+    servers: &[ServerGuard],
+    (load, stats): &(Vec<String>, Vec<String>),
+    args: &[String],
+) -> Result<Value, String> {
+    let mut cmd = Command::new(bench);
+    for url in load {
+        cmd.arg("--url").arg(url);
+    }
+    for url in stats {
+        cmd.arg("--stats-url").arg(url);
+    }
+    for server in servers {
+        cmd.arg("--server-pid").arg(server.pid().to_string());
+    }
+    let output = cmd
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -376,6 +511,8 @@ fn print_table(
         let short = match t {
             Target::StrandDurable => "durable",
             Target::StrandNoFsync => "no-fsync",
+            Target::StrandCluster => "3-nodes",
+            Target::StrandClusterLeader => "3n-leader",
             _ => t.label().split(' ').next().unwrap_or(""),
         };
         header.push_str(&format!(" strand/{short:<10} |"));

@@ -22,11 +22,19 @@ use clap::{Parser, Subcommand};
 #[command(name = "strand-bench", version, about)]
 struct Cli {
     /// The server's base URL (`http://127.0.0.1:PORT`); loopback only.
+    /// Repeated for the nodes of a cluster: `writes` spreads its writers
+    /// over them round-robin (every other scenario uses the first).
+    #[arg(long, required = true)]
+    url: Vec<String>,
+    /// The server's process id, to report its CPU time and memory;
+    /// repeated for a cluster's processes (their CPU times are added).
     #[arg(long)]
-    url: String,
-    /// The server's process id, to report its CPU time and memory.
+    server_pid: Vec<u32>,
+    /// Another node of the cluster that takes no load but whose log
+    /// counters (`GET /__strand/health`) `writes` adds to the loaded
+    /// nodes' (repeated; loopback only).
     #[arg(long)]
-    server_pid: Option<u32>,
+    stats_url: Vec<String>,
     /// The scenario.
     #[command(subcommand)]
     scenario: Scenario,
@@ -74,7 +82,12 @@ fn loopback_addr(url: &str) -> Result<SocketAddr, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let addr = match loopback_addr(&cli.url) {
+    let parse = |urls: &[String]| {
+        urls.iter()
+            .map(|u| loopback_addr(u))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let addrs = match parse(&cli.url).and_then(|a| Ok((a, parse(&cli.stats_url)?))) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("strand-bench: {e}");
@@ -91,7 +104,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(scenarios::run(addr, cli.server_pid, cli.scenario)) {
+    match runtime.block_on(scenarios::run(
+        &addrs.0,
+        &addrs.1,
+        &cli.server_pid,
+        cli.scenario,
+    )) {
         Ok(result) => {
             println!("RESULT {result}");
             ExitCode::SUCCESS

@@ -89,22 +89,26 @@ pub(crate) struct IdleMemoryArgs {
     streams: usize,
 }
 
-/// Runs a scenario.
+/// Runs a scenario against `addrs` (one server, or a cluster's nodes);
+/// `stats` are nodes without load whose log counters count too; `pids`
+/// are the server processes whose CPU time is reported.
 pub(crate) async fn run(
-    addr: SocketAddr,
-    pid: Option<u32>,
+    addrs: &[SocketAddr],
+    stats: &[SocketAddr],
+    pids: &[u32],
     scenario: Scenario,
 ) -> Result<Value, String> {
+    let addr = *addrs.first().ok_or("no server address")?;
     let run_id = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     let prefix = format!("/v1/stream/bench-{run_id}");
     let work = async {
         match scenario {
-            Scenario::Writes(a) => writes(addr, pid, &prefix, a).await,
-            Scenario::Fanout(a) => fanout(addr, pid, &prefix, a).await,
-            Scenario::Catchup(a) => catchup(addr, pid, &prefix, a).await,
-            Scenario::IdleMemory(a) => idle_memory(addr, pid, &prefix, a).await,
+            Scenario::Writes(a) => writes(addrs, stats, pids, &prefix, a).await,
+            Scenario::Fanout(a) => fanout(addr, pids, &prefix, a).await,
+            Scenario::Catchup(a) => catchup(addr, pids, &prefix, a).await,
+            Scenario::IdleMemory(a) => idle_memory(addr, pids, &prefix, a).await,
         }
     };
     tokio::time::timeout(MAX_SCENARIO, work)
@@ -112,8 +116,64 @@ pub(crate) async fn run(
         .map_err(|_| format!("scenario did not finish within {MAX_SCENARIO:?}"))?
 }
 
-fn cpu(pid: Option<u32>) -> Option<f64> {
-    pid.and_then(cpu_seconds)
+/// The processes' CPU time added up; `None` without processes or when
+/// one cannot be read.
+fn cpu(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().map(|p| cpu_seconds(*p)).sum()
+}
+
+/// The log counters of strand-server's `GET /__strand/health` (`log`:
+/// entries written by fsynced batches, fsyncs, microseconds in fsync,
+/// proposals — appends — held by those entries),
+/// added up over the nodes; `None` when a server reports none (in
+/// memory, or another server).
+async fn log_counters(addrs: &[SocketAddr]) -> Option<[u64; 4]> {
+    let mut total = [0u64; 4];
+    for addr in addrs {
+        let mut conn = Conn::open(*addr).await.ok()?;
+        let reply = conn
+            .send(Method::GET, "/__strand/health", &[], Bytes::new())
+            .await
+            .ok()?;
+        let v: Value = serde_json::from_slice(&reply.body).ok()?;
+        let log = v.get("log")?;
+        for (slot, key) in
+            total
+                .iter_mut()
+                .zip(["synced_entries", "fsyncs", "fsync_us", "synced_proposals"])
+        {
+            *slot += log.get(key)?.as_u64()?;
+        }
+    }
+    Some(total)
+}
+
+/// The group-commit figures between two readings of [`log_counters`]:
+/// fsyncs, log entries and appends (proposals) per fsync, the mean fsync
+/// time (ms) and fsyncs per client append (`appends`), all nodes together.
+fn fsync_figures(before: Option<[u64; 4]>, after: Option<[u64; 4]>, appends: u64) -> Value {
+    let (Some(b), Some(a)) = (before, after) else {
+        return json!({});
+    };
+    let entries = a[0].saturating_sub(b[0]);
+    let fsyncs = a[1].saturating_sub(b[1]);
+    let us = a[2].saturating_sub(b[2]);
+    let proposals = a[3].saturating_sub(b[3]);
+    let round = |x: f64, digits: i32| {
+        let scale = 10f64.powi(digits);
+        (x * scale).round() / scale
+    };
+    let ratio = |n: u64, d: u64, digits| (d > 0).then(|| round(n as f64 / d as f64, digits));
+    json!({
+        "fsyncs": fsyncs,
+        "entries_per_fsync": ratio(entries, fsyncs, 1),
+        "appends_per_fsync": ratio(proposals, fsyncs, 1),
+        "mean_fsync_ms": ratio(us, fsyncs, 0).map(|us| round(us / 1000.0, 2)),
+        "fsyncs_per_append": ratio(fsyncs, appends, 2),
+    })
 }
 
 fn cpu_per_op_us(before: Option<f64>, after: Option<f64>, ops: u64) -> Value {
@@ -160,20 +220,23 @@ async fn create_streams(
 }
 
 async fn writes(
-    addr: SocketAddr,
-    pid: Option<u32>,
+    addrs: &[SocketAddr],
+    stats: &[SocketAddr],
+    pid: &[u32],
     prefix: &str,
     a: WritesArgs,
 ) -> Result<Value, String> {
     let streams: Vec<String> = (0..a.streams.max(1))
         .map(|i| format!("{prefix}-w{i}"))
         .collect();
-    create_streams(addr, &streams, "application/octet-stream", 50).await?;
+    create_streams(addrs[0], &streams, "application/octet-stream", 50).await?;
     let body = Bytes::from(vec![b'x'; a.body_bytes]);
     let appends = Arc::new(AtomicU64::new(0));
     let requests = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let duration = Duration::from_secs(a.seconds.max(1));
+    let counted: Vec<SocketAddr> = addrs.iter().chain(stats).copied().collect();
+    let log_before = log_counters(&counted).await;
     let cpu_before = cpu(pid);
     let started = Instant::now();
     let deadline = started + duration;
@@ -182,6 +245,7 @@ async fn writes(
     let mut tasks = Vec::new();
     for w in 0..a.writers.max(1) {
         let path = streams[w % streams.len()].clone();
+        let addr = addrs[w % addrs.len()];
         let body = body.clone();
         let (appends, requests, errors) = (
             Arc::clone(&appends),
@@ -241,9 +305,11 @@ async fn writes(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let cpu_after = cpu(pid);
+    let log_after = log_counters(&counted).await;
     let appends = appends.load(Ordering::Relaxed);
-    Ok(json!({
+    let mut result = json!({
         "scenario": "writes",
+        "nodes": addrs.len(),
         "producer": a.producer || batching,
         "linger_ms": a.linger_ms,
         "writers": a.writers,
@@ -257,7 +323,14 @@ async fn writes(
         "p50_ms": lat.percentile_ms(50.0),
         "p99_ms": lat.percentile_ms(99.0),
         "server_cpu_us_per_append": cpu_per_op_us(cpu_before, cpu_after, appends),
-    }))
+    });
+    if let (Some(map), Value::Object(log)) = (
+        result.as_object_mut(),
+        fsync_figures(log_before, log_after, appends),
+    ) {
+        map.extend(log);
+    }
+    Ok(result)
 }
 
 /// Microseconds since `base`.
@@ -267,7 +340,7 @@ fn micros_since(base: Instant) -> u64 {
 
 async fn fanout(
     addr: SocketAddr,
-    pid: Option<u32>,
+    pid: &[u32],
     prefix: &str,
     a: FanoutArgs,
 ) -> Result<Value, String> {
@@ -414,7 +487,7 @@ async fn subscribe(
 
 async fn catchup(
     addr: SocketAddr,
-    pid: Option<u32>,
+    pid: &[u32],
     prefix: &str,
     a: CatchupArgs,
 ) -> Result<Value, String> {
@@ -521,11 +594,11 @@ async fn catchup(
 
 async fn idle_memory(
     addr: SocketAddr,
-    pid: Option<u32>,
+    pid: &[u32],
     prefix: &str,
     a: IdleMemoryArgs,
 ) -> Result<Value, String> {
-    let Some(pid) = pid else {
+    let Some(&pid) = pid.first() else {
         return Err("idle-memory needs --server-pid".into());
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -544,4 +617,22 @@ async fn idle_memory(
         "bytes_per_stream": (after.saturating_sub(before) as f64 / a.streams.max(1) as f64).round(),
         "server_cpu_us_per_create": cpu_per_op_us(cpu_before, cpu_after, a.streams as u64),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fsync_figures_are_deltas_over_the_window() {
+        let v = fsync_figures(Some([10, 5, 1_000, 20]), Some([110, 25, 41_000, 420]), 50);
+        assert_eq!(v["fsyncs"], 20);
+        assert_eq!(v["entries_per_fsync"], 5.0);
+        assert_eq!(v["appends_per_fsync"], 20.0);
+        assert_eq!(v["mean_fsync_ms"], 2.0);
+        assert_eq!(v["fsyncs_per_append"], 0.4);
+        let none = fsync_figures(Some([0; 4]), Some([0; 4]), 0);
+        assert_eq!(none["entries_per_fsync"], Value::Null);
+        assert_eq!(fsync_figures(None, Some([1; 4]), 1), json!({}));
+    }
 }

@@ -232,6 +232,9 @@ impl GroupCore {
                 }
                 EntryOutcome::Transaction(outcome)
             }
+            GroupEntry::Batch(entries) => {
+                EntryOutcome::Batch(entries.into_iter().map(|e| self.apply_entry(e)).collect())
+            }
         }
     }
 

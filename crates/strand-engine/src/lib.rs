@@ -34,7 +34,7 @@ pub use engine::{
 pub use forks::{ForkRequest, MAX_FORK_DEPTH};
 pub use group::{media_type, same_media_type};
 pub use log::{
-    EntryOutcome, GroupApplier, GroupEntry, GroupLink, GroupLog, GroupStatus, LogFuture,
+    EntryOutcome, GroupApplier, GroupEntry, GroupLink, GroupLog, GroupStatus, LogFuture, LogStats,
     PendingSnapshot, ProposalDone,
 };
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};

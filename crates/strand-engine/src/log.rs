@@ -68,6 +68,39 @@ pub enum GroupEntry {
         /// The `Append` commands.
         commands: Vec<StreamCommand>,
     },
+    /// Entries proposed together as one log entry (the log's batching:
+    /// one log record, one replication and one fsync for all of them),
+    /// applied in order exactly as if each were its own entry; answered
+    /// with an [`EntryOutcome::Batch`] of their outcomes in the same
+    /// order.
+    Batch(Vec<GroupEntry>),
+}
+
+impl GroupEntry {
+    /// The payload bytes the entry carries (appended bodies), for a log
+    /// that bounds its batches' size.
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            Self::Write { request, .. } => request.payload.len(),
+            Self::Command(command) => command_payload_bytes(command),
+            Self::Transaction { commands } => commands.iter().map(command_payload_bytes).sum(),
+            Self::Batch(entries) => entries.iter().map(Self::payload_bytes).sum(),
+            Self::Create { command, .. } => command_payload_bytes(command),
+            Self::Delete { .. } | Self::Access { .. } => 0,
+        }
+    }
+}
+
+/// The appended bytes a command carries.
+fn command_payload_bytes(command: &StreamCommand) -> usize {
+    match command {
+        StreamCommand::Append { payload, .. } => payload.len(),
+        StreamCommand::AppendBatch { payloads, .. } => payloads.iter().map(bytes::Bytes::len).sum(),
+        StreamCommand::CreateStream {
+            initial_payload, ..
+        } => initial_payload.len(),
+        _ => 0,
+    }
 }
 
 /// What applying a [`GroupEntry`] answered.
@@ -83,6 +116,8 @@ pub enum EntryOutcome {
     Accessed(bool),
     /// An entry of the log's own (no machine change).
     Nothing,
+    /// The outcomes of a [`GroupEntry::Batch`]'s entries, in order.
+    Batch(Vec<EntryOutcome>),
 }
 
 /// Called once with the outcome of a proposed entry, or with why it was
@@ -132,6 +167,73 @@ pub struct GroupStatus {
     pub applied_index: Option<u64>,
     /// The last log index this node holds.
     pub last_log_index: Option<u64>,
+    /// The log writer's counters (group commit: writes, fsyncs, entries),
+    /// when the log keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogStats>,
+}
+
+/// A group's log writer counters since the node started: how many
+/// entries shared each write and each fsync (group commit), and what the
+/// fsyncs cost. Every field only grows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogStats {
+    /// Batches written, one `write` call each.
+    pub writes: u64,
+    /// Entry records written.
+    pub entries: u64,
+    /// Proposals those entries hold: one per entry, each proposal of a
+    /// [`GroupEntry::Batch`], none for the log's own (blank, membership)
+    /// entries. With writes only, the appends written.
+    pub proposals: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// fsync calls (none with `--fsync never`).
+    pub fsyncs: u64,
+    /// Entry records written by the batches that were fsynced: the
+    /// log entries that shared the `fsyncs`.
+    pub synced_entries: u64,
+    /// Proposals held by those entries: the appends that shared the
+    /// `fsyncs`.
+    pub synced_proposals: u64,
+    /// Time spent in fsync, in microseconds.
+    pub fsync_us: u64,
+    /// The longest fsync, in microseconds.
+    pub fsync_max_us: u64,
+}
+
+impl LogStats {
+    /// The field-wise sum of two counter sets (`fsync_max_us`: the larger).
+    #[must_use]
+    pub fn combined(self, other: Self) -> Self {
+        Self {
+            writes: self.writes.saturating_add(other.writes),
+            entries: self.entries.saturating_add(other.entries),
+            proposals: self.proposals.saturating_add(other.proposals),
+            synced_proposals: self.synced_proposals.saturating_add(other.synced_proposals),
+            bytes: self.bytes.saturating_add(other.bytes),
+            fsyncs: self.fsyncs.saturating_add(other.fsyncs),
+            synced_entries: self.synced_entries.saturating_add(other.synced_entries),
+            fsync_us: self.fsync_us.saturating_add(other.fsync_us),
+            fsync_max_us: self.fsync_max_us.max(other.fsync_max_us),
+        }
+    }
+
+    /// Entries per fsync (`synced_entries / fsyncs`), when there was one.
+    pub fn entries_per_fsync(&self) -> Option<f64> {
+        (self.fsyncs > 0).then(|| self.synced_entries as f64 / self.fsyncs as f64)
+    }
+
+    /// Proposals (appends) per fsync (`synced_proposals / fsyncs`), when
+    /// there was one.
+    pub fn proposals_per_fsync(&self) -> Option<f64> {
+        (self.fsyncs > 0).then(|| self.synced_proposals as f64 / self.fsyncs as f64)
+    }
+
+    /// The mean fsync time in microseconds, when there was one.
+    pub fn mean_fsync_us(&self) -> Option<f64> {
+        (self.fsyncs > 0).then(|| self.fsync_us as f64 / self.fsyncs as f64)
+    }
 }
 
 /// A message from a group's log to its owner task.

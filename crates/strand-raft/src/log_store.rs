@@ -15,13 +15,18 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{
-    AnyError, Entry, LogId, LogState, RaftLogId, RaftLogReader, StorageError, StorageIOError, Vote,
+    AnyError, Entry, EntryPayload, LogId, LogState, RaftLogId, RaftLogReader, StorageError,
+    StorageIOError, Vote,
 };
+
+use strand_engine::{GroupEntry, LogStats};
 
 use crate::segment::{LogError, Tail, encode_record, scan};
 use crate::types::{NodeId, TypeConfig};
@@ -64,6 +69,10 @@ struct Job {
     sync: bool,
     /// For a job of one record: its length.
     record_len: usize,
+    /// Entry records among the records.
+    entries: u64,
+    /// Proposals those entries hold ([`proposals_in`]).
+    proposals: u64,
     done: Option<Done>,
 }
 
@@ -80,6 +89,55 @@ struct Shared {
     mem: Mutex<Mem>,
     tx: Mutex<Option<std_mpsc::Sender<Job>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    counters: Arc<Counters>,
+}
+
+/// The writer thread's counters ([`LogStats`]), updated once per batch.
+#[derive(Debug, Default)]
+struct Counters {
+    writes: AtomicU64,
+    entries: AtomicU64,
+    bytes: AtomicU64,
+    fsyncs: AtomicU64,
+    synced_entries: AtomicU64,
+    proposals: AtomicU64,
+    synced_proposals: AtomicU64,
+    fsync_us: AtomicU64,
+    fsync_max_us: AtomicU64,
+}
+
+impl Counters {
+    /// Counts one batch written: its entries and bytes, and the fsync's
+    /// duration when it was synced.
+    fn batch(&self, entries: u64, proposals: u64, bytes: u64, fsync: Option<std::time::Duration>) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.entries.fetch_add(entries, Ordering::Relaxed);
+        self.proposals.fetch_add(proposals, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if let Some(took) = fsync {
+            let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
+            self.synced_entries.fetch_add(entries, Ordering::Relaxed);
+            self.synced_proposals
+                .fetch_add(proposals, Ordering::Relaxed);
+            self.fsync_us.fetch_add(us, Ordering::Relaxed);
+            self.fsync_max_us.fetch_max(us, Ordering::Relaxed);
+        }
+    }
+
+    fn stats(&self) -> LogStats {
+        LogStats {
+            writes: self.writes.load(Ordering::Relaxed),
+            entries: self.entries.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            fsyncs: self.fsyncs.load(Ordering::Relaxed),
+            synced_entries: self.synced_entries.load(Ordering::Relaxed),
+            proposals: self.proposals.load(Ordering::Relaxed),
+            synced_proposals: self.synced_proposals.load(Ordering::Relaxed),
+            fsync_us: self.fsync_us.load(Ordering::Relaxed),
+            fsync_max_us: self.fsync_max_us.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// One group's Raft log on disk. Cheap to clone (clones are log readers of
@@ -197,10 +255,12 @@ impl LogStore {
             seg_max.insert(seq, None);
         }
         let header = header_records(&mem);
+        let counters = Arc::new(Counters::default());
         let shared = Arc::new(Shared {
             mem: Mutex::new(mem),
             tx: Mutex::new(None),
             writer: Mutex::new(None),
+            counters: Arc::clone(&counters),
         });
         let (tx, rx) = std_mpsc::channel();
         let writer = Writer {
@@ -211,6 +271,7 @@ impl LogStore {
             len: current_len,
             seg_max,
             header,
+            counters,
         };
         let handle = std::thread::Builder::new()
             .name("strand-log".to_owned())
@@ -248,6 +309,13 @@ impl LogStore {
     /// The entries held in memory, for tests and tools.
     pub fn entry_count(&self) -> usize {
         self.mem().entries.len()
+    }
+
+    /// The writer thread's counters since the log was opened: batches,
+    /// entries and bytes written, fsyncs and their time (recovery's
+    /// truncation and new segments' headers are not counted).
+    pub fn stats(&self) -> LogStats {
+        self.shared.counters.stats()
     }
 
     /// The vote held, for tests and tools.
@@ -369,6 +437,7 @@ struct Writer {
     seg_max: BTreeMap<u64, Option<u64>>,
     /// The latest vote, committed and purge records (for a new segment).
     header: [Option<Vec<u8>>; 3],
+    counters: Arc<Counters>,
 }
 
 impl Writer {
@@ -403,9 +472,12 @@ impl Writer {
         let mut buf = Vec::new();
         let mut sync = false;
         let mut purge = None;
+        let (mut entries, mut proposals) = (0u64, 0u64);
         for job in batch.iter_mut() {
             buf.append(&mut job.bytes);
             sync |= job.sync;
+            entries += job.entries;
+            proposals += job.proposals;
             if let Some(max) = job.max_index
                 && let Some(slot) = self.seg_max.get_mut(&self.seq)
             {
@@ -428,9 +500,14 @@ impl Writer {
         }
         self.file.write_all(&buf).map_err(|e| e.to_string())?;
         self.len += buf.len() as u64;
+        let mut fsync = None;
         if sync && self.fsync == Fsync::Always {
+            let started = Instant::now();
             self.file.sync_data().map_err(|e| e.to_string())?;
+            fsync = Some(started.elapsed());
         }
+        self.counters
+            .batch(entries, proposals, buf.len() as u64, fsync);
         if let Some(upto) = purge {
             self.delete_purged(upto);
         }
@@ -570,6 +647,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let mut bytes = Vec::new();
         let mut max_index = None;
+        let (mut count, mut proposals) = (0u64, 0u64);
         {
             let mut mem = self.mem();
             for entry in entries {
@@ -577,6 +655,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 encode_record(KIND_ENTRY, &body, &mut bytes);
                 let index = entry.get_log_id().index;
                 max_index = Some(index);
+                count += 1;
+                proposals += proposals_in(&entry);
                 mem.entries.insert(index, entry);
             }
         }
@@ -587,6 +667,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             purge_upto: None,
             sync: true,
             record_len: 0,
+            entries: count,
+            proposals,
             done: Some(Box::new(move |r| {
                 callback.log_io_completed(r.map_err(std::io::Error::other));
             })),
@@ -614,6 +696,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 }
 
+/// The proposals an entry holds: each of a batch's, one for any other
+/// entry of the engine's, none for the log's own.
+fn proposals_in(entry: &Entry<TypeConfig>) -> u64 {
+    match &entry.payload {
+        EntryPayload::Normal(GroupEntry::Batch(entries)) => entries.len() as u64,
+        EntryPayload::Normal(_) => 1,
+        EntryPayload::Blank | EntryPayload::Membership(_) => 0,
+    }
+}
+
 /// A job of one record.
 fn single(kind: u8, body: &[u8], sync: bool) -> Job {
     let mut bytes = Vec::new();
@@ -626,6 +718,56 @@ fn single(kind: u8, body: &[u8], sync: bool) -> Job {
         purge_upto: None,
         sync,
         record_len,
+        entries: 0,
+        proposals: 0,
         done: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries_job(n: u64) -> Job {
+        let mut job = single(KIND_ENTRY, b"x", true);
+        job.entries = n;
+        job.proposals = 2 * n;
+        job
+    }
+
+    #[tokio::test]
+    async fn counters_count_batches_entries_and_fsyncs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (log, _) = LogStore::open(dir.path(), Fsync::Always).expect("open");
+        assert_eq!(log.stats(), LogStats::default());
+        log.send_wait(entries_job(3)).await.expect("write");
+        log.send_wait(entries_job(2)).await.expect("write");
+        // Not synced: counted as a write, not as an fsync.
+        log.send_wait(single(KIND_COMMITTED, b"y", false))
+            .await
+            .expect("write");
+        let stats = log.stats();
+        assert_eq!(stats.writes, 3);
+        assert_eq!(stats.entries, 5);
+        assert_eq!(stats.fsyncs, 2);
+        assert_eq!(stats.synced_entries, 5);
+        assert_eq!((stats.proposals, stats.synced_proposals), (10, 10));
+        assert_eq!(stats.proposals_per_fsync(), Some(5.0));
+        assert!(stats.fsync_max_us <= stats.fsync_us);
+        assert_eq!(stats.bytes, 3 * (crate::segment::HEADER_LEN as u64 + 2));
+        assert_eq!(stats.entries_per_fsync(), Some(2.5));
+        log.close();
+    }
+
+    #[tokio::test]
+    async fn fsync_never_counts_writes_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (log, _) = LogStore::open(dir.path(), Fsync::Never).expect("open");
+        log.send_wait(entries_job(4)).await.expect("write");
+        let stats = log.stats();
+        assert_eq!((stats.writes, stats.entries, stats.fsyncs), (1, 4, 0));
+        assert_eq!(stats.synced_entries, 0);
+        assert_eq!(stats.entries_per_fsync(), None);
+        log.close();
     }
 }

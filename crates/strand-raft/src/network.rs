@@ -1,7 +1,15 @@
-//! The network of a one-voter group: there is no peer to reach, so every
-//! RPC fails as unreachable (openraft never sends one while the node is
-//! the only member).
+//! The network between nodes. A one-voter group has no peer to reach, so
+//! every RPC fails as unreachable (openraft never sends one while the
+//! node is the only member); a cluster's groups send theirs over HTTP
+//! through one pooled keep-alive client per node.
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::CONTENT_TYPE;
+use hyper::{Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use openraft::BasicNode;
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -64,10 +72,12 @@ impl RaftNetwork<TypeConfig> for Unconnected {
 /// The network of a cluster: Raft RPCs of group `group` are HTTP POSTs to
 /// the peer's listener under `/__strand/raft/{group}/{kind}`, bodies in
 /// MessagePack (`kind`: `append`, `vote`, `snapshot`, and `propose` for a
-/// follower forwarding a client's entry to the leader).
-#[derive(Debug, Clone, Copy)]
+/// follower forwarding a client's entry to the leader), over the node's
+/// [`PeerClient`].
+#[derive(Debug, Clone)]
 pub(crate) struct HttpNetwork {
     pub(crate) group: usize,
+    pub(crate) client: PeerClient,
 }
 
 /// One peer of one group.
@@ -76,6 +86,7 @@ pub(crate) struct HttpPeer {
     group: usize,
     target: NodeId,
     addr: String,
+    client: PeerClient,
 }
 
 impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
@@ -86,6 +97,7 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
             group: self.group,
             target,
             addr: node.addr.clone(),
+            client: self.client.clone(),
         }
     }
 }
@@ -100,83 +112,81 @@ pub(crate) fn host_port(url: &str) -> &str {
     rest.split('/').next().unwrap_or(rest)
 }
 
-/// One POST on its own connection; the answer's body when it is 200.
-pub(crate) async fn post(
-    addr: &str,
-    path: &str,
-    body: &[u8],
-    timeout: std::time::Duration,
-) -> Result<Vec<u8>, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let exchange = async {
+/// The largest answer a peer may send (a snapshot install's answer is
+/// small; this only bounds a misbehaving peer).
+const MAX_ANSWER: usize = 64 << 20;
+
+/// The HTTP client of a node's Raft traffic, shared by all its groups:
+/// hyper-util's pooled client, which keeps the connections to each peer
+/// alive and reuses an idle one for the next request (a request finding
+/// none idle opens one more; at most 64 idle per peer are kept, each for
+/// at most a minute). Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct PeerClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for PeerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerClient").finish_non_exhaustive()
+    }
+}
+
+impl PeerClient {
+    /// A client with an empty pool (connections open on first use).
+    pub(crate) fn new() -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(std::time::Duration::from_secs(2)));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(std::time::Duration::from_secs(60))
+            .pool_max_idle_per_host(64)
+            .build(connector);
+        Self { client }
+    }
+
+    /// One POST to the peer at `addr` (`http://host:port`); the answer's
+    /// body when it is 200. Fails after `timeout` (the connection in use
+    /// is then dropped, not reused).
+    pub(crate) async fn post(
+        &self,
+        addr: &str,
+        path: &str,
+        body: Vec<u8>,
+        timeout: std::time::Duration,
+    ) -> Result<Bytes, String> {
         let host = host_port(addr);
-        let mut stream = tokio::net::TcpStream::connect(host)
+        let exchange = async {
+            let request = Request::post(format!("http://{host}{path}"))
+                .header(CONTENT_TYPE, "application/msgpack")
+                .body(Full::new(Bytes::from(body)))
+                .map_err(|e| format!("{host}: {e}"))?;
+            let response =
+                self.client.request(request).await.map_err(
+                    |e| match std::error::Error::source(&e) {
+                        Some(cause) => format!("{host}: {e}: {cause}"),
+                        None => format!("{host}: {e}"),
+                    },
+                )?;
+            let status = response.status();
+            let answer = Limited::new(response.into_body(), MAX_ANSWER)
+                .collect()
+                .await
+                .map_err(|e| format!("{host}: {e}"))?
+                .to_bytes();
+            if status != StatusCode::OK {
+                return Err(format!(
+                    "status {}: {}",
+                    status.as_u16(),
+                    String::from_utf8_lossy(&answer).trim()
+                ));
+            }
+            Ok(answer)
+        };
+        tokio::time::timeout(timeout, exchange)
             .await
-            .map_err(|e| format!("{host}: {e}"))?;
-        let _ = stream.set_nodelay(true);
-        let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/msgpack\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        stream
-            .write_all(head.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        stream.write_all(body).await.map_err(|e| e.to_string())?;
-        let mut raw = Vec::new();
-        stream
-            .read_to_end(&mut raw)
-            .await
-            .map_err(|e| e.to_string())?;
-        parse_response(&raw)
-    };
-    tokio::time::timeout(timeout, exchange)
-        .await
-        .map_err(|_| format!("{addr}: timed out"))?
-}
-
-fn parse_response(raw: &[u8]) -> Result<Vec<u8>, String> {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("a response without headers")?;
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .ok_or("a response without a status")?;
-    let chunked = lines.any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked")
-        })
-    });
-    let mut body = raw[split + 4..].to_vec();
-    if chunked {
-        body = dechunk(&body).ok_or("a malformed chunked body")?;
-    }
-    if status != 200 {
-        return Err(format!(
-            "status {status}: {}",
-            String::from_utf8_lossy(&body).trim()
-        ));
-    }
-    Ok(body)
-}
-
-fn dechunk(mut raw: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let eol = raw.windows(2).position(|w| w == b"\r\n")?;
-        let size_text = String::from_utf8_lossy(&raw[..eol]);
-        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
-        if size == 0 {
-            return Some(out);
-        }
-        let start = eol + 2;
-        out.extend_from_slice(raw.get(start..start + size)?);
-        raw = raw.get(start + size + 2..)?;
+            .map_err(|_| format!("{addr}: timed out"))?
     }
 }
 
@@ -195,7 +205,9 @@ impl HttpPeer {
         let body = rmp_serde::to_vec_named(rpc)
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e.to_string()))))?;
         let path = format!("/__strand/raft/{}/{kind}", self.group);
-        let answer = post(&self.addr, &path, &body, option.hard_ttl())
+        let answer = self
+            .client
+            .post(&self.addr, &path, body, option.hard_ttl())
             .await
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e))))?;
         let result: Result<Resp, RaftError<NodeId, E>> = rmp_serde::from_slice(&answer)

@@ -31,17 +31,41 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// `GET /__strand/health`: 200 with the node's mode and, for a durable
-/// node, each group's leader and applied index; 503 while a durable
-/// group has no leader.
+/// node, each group's leader, applied index and log counters, and the
+/// counters' totals over the groups (`log`: writes, entries, fsyncs,
+/// `entries_per_fsync`, `proposals_per_fsync`, `mean_fsync_us`); 503 while a durable group has
+/// no leader.
 fn health(state: &AppState) -> Response {
     let groups = state.engine.group_status();
     let durable = state.engine.is_replicated();
     let ready = groups.iter().all(|g| g.leader.is_some());
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "status": if ready { "ok" } else { "no-leader" },
         "mode": if durable { "durable" } else { "memory" },
         "groups": groups,
     });
+    if durable {
+        let total = groups.iter().filter_map(|g| g.log).fold(
+            strand_engine::LogStats::default(),
+            strand_engine::LogStats::combined,
+        );
+        let mut log = serde_json::to_value(total).unwrap_or_default();
+        if let Some(map) = log.as_object_mut() {
+            map.insert(
+                "entries_per_fsync".to_owned(),
+                serde_json::json!(total.entries_per_fsync()),
+            );
+            map.insert(
+                "proposals_per_fsync".to_owned(),
+                serde_json::json!(total.proposals_per_fsync()),
+            );
+            map.insert(
+                "mean_fsync_us".to_owned(),
+                serde_json::json!(total.mean_fsync_us()),
+            );
+        }
+        body["log"] = log;
+    }
     let status = if ready {
         axum::http::StatusCode::OK
     } else {
