@@ -1,6 +1,11 @@
-//! The network of a one-voter group: there is no peer to reach, so every
-//! RPC fails as unreachable (openraft never sends one while the node is
-//! the only member).
+//! The networks between nodes. A one-voter group's ([`Unconnected`]) has
+//! no peer to reach, so every RPC fails as unreachable (openraft never
+//! sends one while the node is the only member); a cluster's
+//! ([`HttpNetwork`]) POSTs each RPC to the peer's listener, at the address
+//! this node's own peer list gives, with the cluster token.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use openraft::BasicNode;
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
@@ -61,13 +66,44 @@ impl RaftNetwork<TypeConfig> for Unconnected {
     }
 }
 
+/// The header that carries the cluster token on every message between
+/// nodes (`/__strand/raft/...`).
+pub const CLUSTER_TOKEN_HEADER: &str = "strand-cluster-token";
+
+/// How this node reaches the other members of its cluster: each member's
+/// address as *this* node's `--peer` list gives it (nodes may reach one
+/// another through different addresses, such as a proxy; the addresses in
+/// the replicated membership are only a fallback), and the cluster token
+/// sent with every message.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterLinks {
+    /// Node id → `http://host:port` this node sends that member's
+    /// messages to.
+    pub addrs: BTreeMap<NodeId, String>,
+    /// The shared secret every message carries in
+    /// [`CLUSTER_TOKEN_HEADER`]; `None` sends none.
+    pub token: Option<String>,
+}
+
+impl ClusterLinks {
+    /// The address of `target`: this node's own entry for it, else the one
+    /// the membership recorded.
+    pub(crate) fn addr_of(&self, target: NodeId, recorded: &str) -> String {
+        self.addrs
+            .get(&target)
+            .cloned()
+            .unwrap_or_else(|| recorded.to_owned())
+    }
+}
+
 /// The network of a cluster: Raft RPCs of group `group` are HTTP POSTs to
 /// the peer's listener under `/__strand/raft/{group}/{kind}`, bodies in
 /// MessagePack (`kind`: `append`, `vote`, `snapshot`, and `propose` for a
 /// follower forwarding a client's entry to the leader).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct HttpNetwork {
     pub(crate) group: usize,
+    pub(crate) links: Arc<ClusterLinks>,
 }
 
 /// One peer of one group.
@@ -76,6 +112,7 @@ pub(crate) struct HttpPeer {
     group: usize,
     target: NodeId,
     addr: String,
+    links: Arc<ClusterLinks>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
@@ -85,7 +122,8 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
         HttpPeer {
             group: self.group,
             target,
-            addr: node.addr.clone(),
+            addr: self.links.addr_of(target, &node.addr),
+            links: Arc::clone(&self.links),
         }
     }
 }
@@ -100,11 +138,13 @@ pub(crate) fn host_port(url: &str) -> &str {
     rest.split('/').next().unwrap_or(rest)
 }
 
-/// One POST on its own connection; the answer's body when it is 200.
+/// One POST on its own connection, with the cluster token when there is
+/// one; the answer's body when it is 200.
 pub(crate) async fn post(
     addr: &str,
     path: &str,
     body: &[u8],
+    token: Option<&str>,
     timeout: std::time::Duration,
 ) -> Result<Vec<u8>, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -114,8 +154,11 @@ pub(crate) async fn post(
             .await
             .map_err(|e| format!("{host}: {e}"))?;
         let _ = stream.set_nodelay(true);
+        let auth = token
+            .map(|t| format!("{CLUSTER_TOKEN_HEADER}: {t}\r\n"))
+            .unwrap_or_default();
         let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/msgpack\r\nContent-Length: {}\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/msgpack\r\n{auth}Content-Length: {}\r\n\r\n",
             body.len()
         );
         stream
@@ -195,9 +238,15 @@ impl HttpPeer {
         let body = rmp_serde::to_vec_named(rpc)
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e.to_string()))))?;
         let path = format!("/__strand/raft/{}/{kind}", self.group);
-        let answer = post(&self.addr, &path, &body, option.hard_ttl())
-            .await
-            .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e))))?;
+        let answer = post(
+            &self.addr,
+            &path,
+            &body,
+            self.links.token.as_deref(),
+            option.hard_ttl(),
+        )
+        .await
+        .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e))))?;
         let result: Result<Resp, RaftError<NodeId, E>> = rmp_serde::from_slice(&answer)
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e.to_string()))))?;
         result.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(self.target, e)))
