@@ -303,8 +303,9 @@ async fn kill_9_loses_no_acknowledged_append() {
         let total = verify(restarted.addr, &clients).await;
         let in_flight = clients.iter().filter(|c| c.in_flight.is_some()).count();
         eprintln!(
-            "faults: round {}: {total} acknowledged appends readable exactly once, lost 0, duplicates 0 ({in_flight} in flight at the kill)",
-            k + 1
+            "faults: round {}: {total} acknowledged appends readable exactly once, lost 0, duplicates 0 ({in_flight} in flight at the kill); the integrity setsums of {} streams equal their recomputation",
+            k + 1,
+            clients.len()
         );
         let health = request(restarted.addr, "GET", "/__strand/health", &[], b"")
             .await

@@ -457,10 +457,11 @@ async fn a_minority_never_acknowledges_and_catches_up_after_the_partition() {
         }
     }
     let net = Net { links };
-    let nodes: Vec<Node> = (1..=3)
-        .map(|id| Node(Some(start_args(&node_args(tmp.path(), id, &ports, &net)))))
+    // Killed when dropped, at the end or when the test panics.
+    let nodes: Vec<Server> = (1..=3)
+        .map(|id| start_args(&node_args(tmp.path(), id, &ports, &net)))
         .collect();
-    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.0.as_ref().unwrap().addr).collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
     let addr_of = |id: u64| addrs[(id - 1) as usize];
     let mut leader = agreed_leader(&addrs, Duration::from_secs(60))
         .await
@@ -603,16 +604,4 @@ async fn a_minority_never_acknowledges_and_catches_up_after_the_partition() {
         started.elapsed(),
     );
     drop(nodes);
-}
-
-/// A node process, killed when the test ends, panics included.
-struct Node(Option<Server>);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut server) = self.0.take() {
-            let _ = server.child.kill();
-            let _ = server.child.wait();
-        }
-    }
 }
