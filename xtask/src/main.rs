@@ -77,10 +77,15 @@ fn print_help() {
     println!("           every request of the suite; --durable runs strand-server with");
     println!("           --data-dir (a fresh directory under target/http-conformance);");
     println!("           --cluster against node 2 of a three-node loopback cluster");
-    println!("  faults [--rounds N] [--clients N] [--acks N]");
+    println!(
+        "  faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N]"
+    );
     println!("           the long kill -9 fault test: strand-server --data-dir on loopback,");
     println!("           clients appending with producers, SIGKILL and restart N times (10),");
-    println!("           every acknowledged append checked once at its offset after each");
+    println!("           every acknowledged append checked once at its offset and the");
+    println!("           integrity setsums recomputed after each; then the partition test");
+    println!("           (tests/partition.rs): a follower, then the leader, cut off from a");
+    println!("           3-node cluster and healed, N rounds (5) of N writes per phase (200)");
     println!("  loadtest [--compare] [--quick] [--durable] [--fsync-never]");
     println!("           strand-bench's scenarios (writes, SSE fan-out, catch-up, idle memory)");
     println!("           against a release strand-server; --compare also runs them against the");
@@ -107,20 +112,23 @@ fn print_help() {
     println!("  help     this text");
 }
 
-/// `cargo xtask faults`: `crates/strand-server/tests/faults.rs` with more
-/// rounds, clients and acknowledged appends per round than the normal
-/// suite's short run.
+/// `cargo xtask faults`: `crates/strand-server/tests/faults.rs` and
+/// `partition.rs` with more rounds, clients and acknowledged appends per
+/// round than the normal suite's short runs.
 fn faults(root: &Path, args: &[String]) -> Result<(), String> {
     let (mut rounds, mut clients, mut acks) = ("10".to_owned(), "16".to_owned(), "3000".to_owned());
+    let (mut partition_rounds, mut partition_writes) = ("5".to_owned(), "200".to_owned());
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let slot = match a.as_str() {
             "--rounds" => &mut rounds,
             "--clients" => &mut clients,
             "--acks" => &mut acks,
+            "--partition-rounds" => &mut partition_rounds,
+            "--partition-writes" => &mut partition_writes,
             other => {
                 return Err(format!(
-                    "unknown option `{other}`; usage: cargo xtask faults [--rounds N] [--clients N] [--acks N]"
+                    "unknown option `{other}`; usage: cargo xtask faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N]"
                 ));
             }
         };
@@ -136,12 +144,16 @@ fn faults(root: &Path, args: &[String]) -> Result<(), String> {
         "strand-server",
         "--test",
         "faults",
+        "--test",
+        "partition",
         "--",
         "--nocapture",
     ]);
     cmd.env("STRAND_FAULTS_ROUNDS", &rounds)
         .env("STRAND_FAULTS_CLIENTS", &clients)
-        .env("STRAND_FAULTS_ACKS", &acks);
+        .env("STRAND_FAULTS_ACKS", &acks)
+        .env("STRAND_PARTITION_ROUNDS", &partition_rounds)
+        .env("STRAND_PARTITION_WRITES", &partition_writes);
     run(cmd)
 }
 

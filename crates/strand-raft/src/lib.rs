@@ -22,6 +22,7 @@
 //! Layout of a data directory:
 //!
 //! ```text
+//! DIR/strand.lock               held (exclusive `flock`) while a node runs
 //! DIR/strand-raft.json          node id and group count (checked at start)
 //! DIR/group-N/log/NNNNNNNNNN.seg the group's log segments
 //! DIR/group-N/snapshot.bin      the group's latest snapshot
@@ -46,6 +47,7 @@ use strand_engine::{
 use tokio::sync::mpsc;
 
 pub use log_store::{Fsync, LogStore, Recovery};
+pub use network::{CLUSTER_TOKEN_HEADER, ClusterLinks};
 pub use segment::LogError;
 pub use state_machine::{GroupStateMachine, SnapshotBuilder};
 pub use types::{NodeId, TypeConfig};
@@ -66,8 +68,15 @@ pub struct DurableOptions {
     /// itself (a cluster's node does not wait: its peers may not be up).
     pub leader_timeout: Duration,
     /// The cluster's members, this node included: node id → the peer's
-    /// HTTP address (`http://host:port`). Empty for a single node.
+    /// HTTP address (`http://host:port`) as this node reaches it. Empty
+    /// for a single node. The lowest id records its list in the
+    /// membership when it initializes the groups, but each node sends to
+    /// the addresses of its own list, so nodes may reach one another
+    /// through different addresses (a proxy, another interface).
     pub peers: BTreeMap<NodeId, String>,
+    /// The cluster's shared secret, sent with every message to a peer
+    /// (header [`CLUSTER_TOKEN_HEADER`]); the receiving server checks it.
+    pub cluster_token: Option<String>,
 }
 
 impl DurableOptions {
@@ -80,6 +89,7 @@ impl DurableOptions {
             snapshot_every: 20_000,
             leader_timeout: Duration::from_secs(30),
             peers: BTreeMap::new(),
+            cluster_token: None,
         }
     }
 }
@@ -90,6 +100,18 @@ pub enum StartError {
     /// A log directory could not be opened.
     #[error(transparent)]
     Log(#[from] LogError),
+    /// Another process holds the data directory's lock.
+    #[error(
+        "{} is in use by another process (it holds the lock {}); two nodes cannot share one data directory",
+        dir.display(),
+        lock.display()
+    )]
+    Locked {
+        /// The data directory.
+        dir: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
     /// The data directory's description does not match the configuration.
     #[error("{}: {reason}", path.display())]
     DataDir {
@@ -163,6 +185,54 @@ fn check_dir(options: &DurableOptions, groups: usize) -> Result<(), StartError> 
     }
 }
 
+/// The data directory's lock: an exclusive `flock` on `DIR/strand.lock`,
+/// taken before anything in the directory is read and held until every
+/// group of the node has shut down (or the process ends: the kernel drops
+/// it with the descriptor, so a killed node leaves no stale lock).
+#[derive(Debug)]
+struct DirLock {
+    file: std::sync::Mutex<Option<std::fs::File>>,
+    /// Groups still running; the last one to shut down releases the lock.
+    running: std::sync::atomic::AtomicUsize,
+}
+
+impl DirLock {
+    fn take(dir: &Path, groups: usize) -> Result<Self, StartError> {
+        std::fs::create_dir_all(dir).map_err(|e| LogError::io(dir, e))?;
+        let path = dir.join("strand.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| LogError::io(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Self {
+                file: std::sync::Mutex::new(Some(file)),
+                running: std::sync::atomic::AtomicUsize::new(groups),
+            }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(StartError::Locked {
+                dir: dir.to_path_buf(),
+                lock: path,
+            }),
+            Err(std::fs::TryLockError::Error(e)) => Err(LogError::io(&path, e).into()),
+        }
+    }
+
+    /// One group has shut down.
+    fn group_stopped(&self) {
+        use std::sync::atomic::Ordering;
+        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let file = match self.file.lock() {
+                Ok(mut guard) => guard.take(),
+                Err(poisoned) => poisoned.into_inner().take(),
+            };
+            // Closing the descriptor releases the lock.
+            drop(file);
+        }
+    }
+}
+
 /// The openraft configuration of every group.
 fn raft_config(options: &DurableOptions) -> Result<openraft::Config, String> {
     openraft::Config {
@@ -196,6 +266,7 @@ pub async fn start_durable(
     options: &DurableOptions,
 ) -> Result<Engine, StartError> {
     let groups = config.groups.max(1);
+    let lock = Arc::new(DirLock::take(&options.data_dir, groups)?);
     check_dir(options, groups)?;
     let raft_config =
         Arc::new(raft_config(options).map_err(|reason| StartError::Raft { group: 0, reason })?);
@@ -206,6 +277,12 @@ pub async fn start_durable(
             reason: format!("--node-id {} is not one of the peers", options.node_id),
         });
     }
+    let cluster_links = cluster.then(|| {
+        Arc::new(ClusterLinks {
+            addrs: options.peers.clone(),
+            token: options.cluster_token.clone(),
+        })
+    });
     let (engine, links) = Engine::start_replicated(config, clock);
     // One pool of peer connections for every group of the node.
     let client = network::PeerClient::new();
@@ -225,12 +302,13 @@ pub async fn start_durable(
         let sm = GroupStateMachine::open(&dir, link.applier())
             .await
             .map_err(|reason| StartError::Snapshot { group, reason })?;
-        let raft = if cluster {
+        let raft = if let Some(cluster_links) = &cluster_links {
             Raft::new(
                 options.node_id,
                 Arc::clone(&raft_config),
                 network::HttpNetwork {
                     group,
+                    links: Arc::clone(cluster_links),
                     client: client.clone(),
                 },
                 log,
@@ -266,12 +344,14 @@ pub async fn start_durable(
             };
             raft.initialize(members).await.map_err(|e| raft_err(&e))?;
         }
-        link.attach(Arc::new(RaftGroup::start(
+        let mut raft_group = RaftGroup::start(
             group,
             raft.clone(),
             log_handle,
-            cluster.then(|| client.clone()),
-        )));
+            cluster_links.clone().map(|links| (links, client.clone())),
+        );
+        raft_group.dir_lock = std::sync::Mutex::new(Some(Arc::clone(&lock)));
+        link.attach(Arc::new(raft_group));
         rafts.push((group, raft));
     }
     if !cluster {
@@ -303,6 +383,8 @@ pub struct RaftGroup {
     /// Whether the group has peers (and so takes peer messages).
     cluster: bool,
     proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
+    /// The data directory's lock, released when the last group stops.
+    dir_lock: std::sync::Mutex<Option<Arc<DirLock>>>,
 }
 
 impl std::fmt::Debug for RaftGroup {
@@ -321,25 +403,35 @@ impl RaftGroup {
     /// queued up meanwhile as one [`GroupEntry::Batch`] (up to 256
     /// proposals, 1 MiB of payload): one log record, one replication and
     /// one fsync per voter for all of them.
-    /// With `forward`, an entry proposed on a follower is forwarded to the
-    /// group's leader (a `propose` message) and answered with the leader's
-    /// outcome once this node has applied it too (read-your-writes on the
-    /// node a client talks to).
-    pub fn new(group: usize, raft: Raft<TypeConfig>, log: LogStore, forward: bool) -> Self {
-        Self::start(group, raft, log, forward.then(network::PeerClient::new))
+    /// With `cluster` (how this node reaches its peers), an entry proposed
+    /// on a follower is forwarded to the group's leader (a `propose`
+    /// message) and answered with the leader's outcome once this node has
+    /// applied it too (read-your-writes on the node a client talks to).
+    pub fn new(
+        group: usize,
+        raft: Raft<TypeConfig>,
+        log: LogStore,
+        cluster: Option<Arc<ClusterLinks>>,
+    ) -> Self {
+        Self::start(
+            group,
+            raft,
+            log,
+            cluster.map(|links| (links, network::PeerClient::new())),
+        )
     }
 
-    /// [`RaftGroup::new`], forwarding (when `forward` is some) over the
+    /// [`RaftGroup::new`], forwarding (when `cluster` is some) over the
     /// node's shared peer client.
     fn start(
         group: usize,
         raft: Raft<TypeConfig>,
         log: LogStore,
-        forward: Option<network::PeerClient>,
+        cluster: Option<(Arc<ClusterLinks>, network::PeerClient)>,
     ) -> Self {
-        let cluster = forward.is_some();
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
         let proposer = raft.clone();
+        let forward = cluster.is_some();
         tokio::spawn(async move {
             // At most IN_FLIGHT proposals wait for their commit at a time;
             // what arrives meanwhile is proposed together, as one entry.
@@ -352,9 +444,7 @@ impl RaftGroup {
                     break;
                 };
                 let (entry, dones) = gather(first, &mut rx);
-                let copy = forward
-                    .as_ref()
-                    .map(|client| (entry.clone(), client.clone()));
+                let copy = cluster.clone().map(|links| (links, entry.clone()));
                 match proposer.client_write_ff(entry).await {
                     Ok(answer) => {
                         let local = proposer.clone();
@@ -362,10 +452,13 @@ impl RaftGroup {
                             let outcome = match answer.await {
                                 Ok(Ok(response)) => Ok(response.data),
                                 Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(f))) => {
-                                    match (copy, f.leader_node) {
-                                        (Some((entry, client)), Some(node)) => {
-                                            forward_to(&local, &client, &node.addr, group, &entry)
-                                                .await
+                                    match (copy, f.leader_id, f.leader_node) {
+                                        (Some(((links, client), entry)), Some(id), Some(node)) => {
+                                            let addr = links.addr_of(id, &node.addr);
+                                            forward_to(
+                                                &local, &client, &addr, &links, group, &entry,
+                                            )
+                                            .await
                                         }
                                         _ => Err(EngineError::Unavailable),
                                     }
@@ -385,8 +478,9 @@ impl RaftGroup {
             group,
             raft,
             log,
-            cluster,
+            cluster: forward,
             proposals: tx,
+            dir_lock: std::sync::Mutex::new(None),
         }
     }
 
@@ -479,13 +573,20 @@ async fn forward_to(
     local: &Raft<TypeConfig>,
     client: &network::PeerClient,
     addr: &str,
+    links: &ClusterLinks,
     group: usize,
     entry: &GroupEntry,
 ) -> Result<EntryOutcome, EngineError> {
     let body = rmp_serde::to_vec_named(entry).map_err(|_| EngineError::Unavailable)?;
     let path = format!("/__strand/raft/{group}/propose");
     let answer = client
-        .post(addr, &path, body, Duration::from_secs(10))
+        .post(
+            addr,
+            &path,
+            body,
+            links.token.as_deref(),
+            Duration::from_secs(10),
+        )
         .await
         .map_err(|e| {
             tracing::debug!(error = %e, "forwarding to the leader failed");
@@ -578,10 +679,18 @@ impl GroupLog for RaftGroup {
     fn shutdown(&self) -> LogFuture<()> {
         let raft = self.raft.clone();
         let log = self.log.clone();
+        // Taken once: a second shutdown does not count again.
+        let lock = match self.dir_lock.lock() {
+            Ok(mut guard) => guard.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
         Box::pin(async move {
             let _ = raft.shutdown().await;
             // Everything queued is written before the files are reopened.
             let _ = tokio::task::spawn_blocking(move || log.close()).await;
+            if let Some(lock) = lock {
+                lock.group_stopped();
+            }
         })
     }
 }

@@ -1,7 +1,12 @@
-//! The network between nodes. A one-voter group has no peer to reach, so
-//! every RPC fails as unreachable (openraft never sends one while the
-//! node is the only member); a cluster's groups send theirs over HTTP
-//! through one pooled keep-alive client per node.
+//! The networks between nodes. A one-voter group's ([`Unconnected`]) has
+//! no peer to reach, so every RPC fails as unreachable (openraft never
+//! sends one while the node is the only member); a cluster's
+//! ([`HttpNetwork`]) POSTs each RPC to the peer's listener, at the address
+//! this node's own peer list gives, with the cluster token, through one
+//! pooled keep-alive client per node.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -69,14 +74,46 @@ impl RaftNetwork<TypeConfig> for Unconnected {
     }
 }
 
+/// The header that carries the cluster token on every message between
+/// nodes (`/__strand/raft/...`).
+pub const CLUSTER_TOKEN_HEADER: &str = "strand-cluster-token";
+
+/// How this node reaches the other members of its cluster: each member's
+/// address as *this* node's `--peer` list gives it (nodes may reach one
+/// another through different addresses, such as a proxy; the addresses in
+/// the replicated membership are only a fallback), and the cluster token
+/// sent with every message.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterLinks {
+    /// Node id → `http://host:port` this node sends that member's
+    /// messages to.
+    pub addrs: BTreeMap<NodeId, String>,
+    /// The shared secret every message carries in
+    /// [`CLUSTER_TOKEN_HEADER`]; `None` sends none.
+    pub token: Option<String>,
+}
+
+impl ClusterLinks {
+    /// The address of `target`: this node's own entry for it, else the one
+    /// the membership recorded.
+    pub(crate) fn addr_of(&self, target: NodeId, recorded: &str) -> String {
+        self.addrs
+            .get(&target)
+            .cloned()
+            .unwrap_or_else(|| recorded.to_owned())
+    }
+}
+
 /// The network of a cluster: Raft RPCs of group `group` are HTTP POSTs to
 /// the peer's listener under `/__strand/raft/{group}/{kind}`, bodies in
 /// MessagePack (`kind`: `append`, `vote`, `snapshot`, and `propose` for a
 /// follower forwarding a client's entry to the leader), over the node's
-/// [`PeerClient`].
+/// [`PeerClient`], to the addresses and with the token of its
+/// [`ClusterLinks`].
 #[derive(Debug, Clone)]
 pub(crate) struct HttpNetwork {
     pub(crate) group: usize,
+    pub(crate) links: Arc<ClusterLinks>,
     pub(crate) client: PeerClient,
 }
 
@@ -86,6 +123,7 @@ pub(crate) struct HttpPeer {
     group: usize,
     target: NodeId,
     addr: String,
+    links: Arc<ClusterLinks>,
     client: PeerClient,
 }
 
@@ -96,7 +134,8 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
         HttpPeer {
             group: self.group,
             target,
-            addr: node.addr.clone(),
+            addr: self.links.addr_of(target, &node.addr),
+            links: Arc::clone(&self.links),
             client: self.client.clone(),
         }
     }
@@ -146,20 +185,26 @@ impl PeerClient {
         Self { client }
     }
 
-    /// One POST to the peer at `addr` (`http://host:port`); the answer's
-    /// body when it is 200. Fails after `timeout` (the connection in use
-    /// is then dropped, not reused).
+    /// One POST to the peer at `addr` (`http://host:port`), with the
+    /// cluster token when there is one; the answer's body when it is 200.
+    /// Fails after `timeout` (the connection in use is then dropped, not
+    /// reused).
     pub(crate) async fn post(
         &self,
         addr: &str,
         path: &str,
         body: Vec<u8>,
+        token: Option<&str>,
         timeout: std::time::Duration,
     ) -> Result<Bytes, String> {
         let host = host_port(addr);
         let exchange = async {
-            let request = Request::post(format!("http://{host}{path}"))
-                .header(CONTENT_TYPE, "application/msgpack")
+            let mut request = Request::post(format!("http://{host}{path}"))
+                .header(CONTENT_TYPE, "application/msgpack");
+            if let Some(token) = token {
+                request = request.header(CLUSTER_TOKEN_HEADER, token);
+            }
+            let request = request
                 .body(Full::new(Bytes::from(body)))
                 .map_err(|e| format!("{host}: {e}"))?;
             let response =
@@ -207,7 +252,13 @@ impl HttpPeer {
         let path = format!("/__strand/raft/{}/{kind}", self.group);
         let answer = self
             .client
-            .post(&self.addr, &path, body, option.hard_ttl())
+            .post(
+                &self.addr,
+                &path,
+                body,
+                self.links.token.as_deref(),
+                option.hard_ttl(),
+            )
             .await
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e))))?;
         let result: Result<Resp, RaftError<NodeId, E>> = rmp_serde::from_slice(&answer)

@@ -185,6 +185,38 @@ async fn a_data_dir_made_with_other_groups_is_refused() {
     assert!(err.to_string().contains("2 groups"), "{err}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_dir_in_use_is_refused_until_its_node_stops() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = open(tmp.path(), 1000).await;
+    // A second node on the same directory (another open file description,
+    // as another process would have) is refused, naming the directory.
+    let err = start_durable(
+        config(),
+        Arc::new(ManualClock::new(1_000)),
+        &options(tmp.path(), 1000),
+    )
+    .await
+    .err()
+    .unwrap();
+    let text = err.to_string();
+    assert!(
+        matches!(err, strand_raft::StartError::Locked { .. }),
+        "{text}"
+    );
+    assert!(text.contains(&tmp.path().display().to_string()), "{text}");
+    assert!(text.contains("in use by another process"), "{text}");
+    // The running node is unharmed; once it stops, the directory opens.
+    let id = BucketStreamId::new("acme", "locked");
+    let r = first.create_stream(create(&id), true).await.unwrap();
+    assert!(matches!(r, StreamResponse::Created { .. }), "{r:?}");
+    append_all(&first, &id, 0, 3).await;
+    first.shutdown().await;
+    let again = open(tmp.path(), 1000).await;
+    assert_eq!(read_all(&again, &id).await, expected(0, 3));
+    again.shutdown().await;
+}
+
 /// The record offsets of a segment file (its header format: `len`,
 /// `!len`, crc, payload).
 fn record_offsets(bytes: &[u8]) -> Vec<usize> {

@@ -191,8 +191,19 @@ pub struct Config {
     /// repeated for every member including this node (with `--data-dir`).
     /// Raft traffic between nodes goes over the same listener under
     /// `/__strand/raft/`.
+    /// Each node sends to the addresses of its own list, so nodes may
+    /// reach one another through different addresses (a proxy).
     #[arg(long = "peer", value_parser = parse_peer)]
     pub peers: Vec<(u64, String)>,
+    /// The cluster's shared secret: a file holding one token of at least
+    /// 16 printable ASCII characters (surrounding whitespace ignored),
+    /// the same on every node. Each node sends it with every Raft message
+    /// and forwarded write (header `strand-cluster-token`), and refuses
+    /// `/__strand/raft/` requests without it (401) or with another (403),
+    /// whether client authentication is on or off. Required for `--peer`
+    /// with authentication on.
+    #[arg(long)]
+    pub cluster_token_file: Option<PathBuf>,
 }
 
 /// Parses `ID=http://HOST:PORT`.
@@ -251,6 +262,27 @@ impl Config {
             self.auth_secret_file.as_deref(),
             self.auth_jwks_file.as_deref(),
         )
+    }
+
+    /// The cluster token of `--cluster-token-file`; `None` without it.
+    ///
+    /// # Errors
+    /// An unreadable file, or a token shorter than 16 characters or
+    /// holding anything but printable ASCII.
+    pub fn cluster_token(&self) -> Result<Option<String>, String> {
+        let Some(path) = &self.cluster_token_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--cluster-token-file {}: {e}", path.display()))?;
+        let token = text.trim();
+        if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "--cluster-token-file {}: the token must be at least 16 printable ASCII characters, without spaces",
+                path.display()
+            ));
+        }
+        Ok(Some(token.to_owned()))
     }
 
     /// The long-poll timeout.

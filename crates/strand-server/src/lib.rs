@@ -50,6 +50,7 @@ pub fn app(
     shutdown: watch::Receiver<bool>,
     verifier: Option<auth::Verifier>,
     cold: Option<strand_cold::ColdTier>,
+    cluster_token: Option<String>,
 ) -> Router {
     let origins = cors::Origins::for_config(&config.cors_origin, config.listen.ip().is_loopback());
     // The engine reads below its hot buffers through the cold tier: a
@@ -65,6 +66,7 @@ pub fn app(
             config.max_live_readers_per_token,
         )),
         verifier: verifier.map(Arc::new),
+        cluster_token: cluster_token.map(Arc::from),
         origins: Arc::new(origins),
         config,
         cold,
@@ -105,12 +107,15 @@ pub async fn start_engine(config: &Config) -> Result<Engine, String> {
             if options.peers.len() != config.peers.len() {
                 return Err("a --peer node id is given twice".to_owned());
             }
+            options.cluster_token = config.cluster_token()?;
             if options.peers.len() > 1
+                && options.cluster_token.is_none()
                 && (config.auth_secret_file.is_some() || config.auth_jwks_file.is_some())
             {
-                // The Raft routes between nodes are not authenticated yet.
+                // Without a cluster secret the Raft routes would be the
+                // one open door of an authenticated cluster.
                 return Err(
-                    "--peer with authentication is not supported yet: the Raft traffic under /__strand/raft/ is not authenticated"
+                    "--peer with authentication needs --cluster-token-file: the Raft traffic under /__strand/raft/ is authenticated with the cluster token"
                         .to_owned(),
                 );
             }
@@ -158,11 +163,19 @@ pub async fn serve_with_cold(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let verifier = config.verifier().map_err(std::io::Error::other)?;
+    let cluster_token = config.cluster_token().map_err(std::io::Error::other)?;
     let tls = tls::acceptor(&config).map_err(std::io::Error::other)?;
     let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let (stop_tx, stop_rx) = watch::channel(false);
     let workers = cold.as_ref().map(|c| c.start(&engine));
-    let router = app(Arc::new(config), engine.clone(), stop_rx, verifier, cold);
+    let router = app(
+        Arc::new(config),
+        engine.clone(),
+        stop_rx,
+        verifier,
+        cold,
+        cluster_token,
+    );
     let graceful = GracefulShutdown::new();
     let mut signal = std::pin::pin!(signal);
     loop {

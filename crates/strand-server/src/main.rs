@@ -60,6 +60,10 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = config.cluster_token() {
+        eprintln!("strand-server: {e}");
+        return ExitCode::from(2);
+    }
     if let Err(e) = config.cold_tier() {
         eprintln!("strand-server: {e}");
         return ExitCode::from(2);

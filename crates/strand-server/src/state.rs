@@ -23,6 +23,9 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The token verifier; `None` when authentication is off.
     pub verifier: Option<Arc<Verifier>>,
+    /// The cluster token (`--cluster-token-file`) the Raft routes need;
+    /// `None` when none is configured.
+    pub cluster_token: Option<Arc<str>>,
     /// Which origins browsers may read responses from.
     pub origins: Arc<Origins>,
     /// Per-token request rate and live-reader limits.

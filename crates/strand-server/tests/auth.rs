@@ -172,6 +172,14 @@ fn routes() -> Vec<Route> {
             Right::Write,
         ),
         r(
+            Method::GET,
+            "/__strand/integrity/acme/s",
+            b"",
+            "",
+            "acme",
+            Right::Read,
+        ),
+        r(
             Method::PUT,
             "/__strand/quota/acme",
             br#"{"max_streams":100}"#,
@@ -681,4 +689,95 @@ async fn the_cold_report_needs_admin_on_every_bucket() {
     assert!(report["backend"].as_str().unwrap().starts_with("local:"));
     assert_eq!(report["healthy"], true);
     s.stop().await;
+}
+
+/// A Raft message on the route peers use (its body is not a valid
+/// message: only the gate in front of it is under test).
+async fn raft_post(
+    s: &TestServer,
+    cluster_token: Option<&str>,
+    bearer: Option<&str>,
+) -> StatusCode {
+    let mut req = s.post("/__strand/raft/0/vote").body(&b"\x80"[..]);
+    if let Some(t) = cluster_token {
+        req = req.header("strand-cluster-token", t);
+    }
+    if let Some(t) = bearer {
+        req = req.header("authorization", &format!("Bearer {t}"));
+    }
+    req.send().await.status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_raft_routes_need_the_cluster_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let cluster = dir.path().join("cluster-token");
+    std::fs::write(&cluster, "the-cluster-token-0123\n").unwrap();
+    let root = token(&[("*", &[Right::Read, Right::Write, Right::Admin])], far());
+
+    // A cluster token with client authentication off: still required.
+    let s = TestServer::start_with(|c| c.cluster_token_file = Some(cluster.clone())).await;
+    assert_eq!(raft_post(&s, None, None).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        raft_post(&s, Some("the-cluster-token-0124"), None).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        raft_post(&s, Some("the-cluster-token-012"), None).await,
+        StatusCode::FORBIDDEN
+    );
+    // The right token passes the gate (this in-memory node then has no
+    // Raft group to hand the message to).
+    let passed = raft_post(&s, Some("the-cluster-token-0123"), None).await;
+    assert!(
+        passed != StatusCode::UNAUTHORIZED && passed != StatusCode::FORBIDDEN,
+        "{passed}"
+    );
+    // Client routes do not need the cluster token.
+    let r = s.put("/v1/stream/open").text("x").send().await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    s.stop().await;
+
+    // Authentication on and a cluster token: a client's bearer token,
+    // even an all-powerful one, does not open the Raft routes.
+    let s = TestServer::start_with(|c| {
+        c.auth_secret_file = Some(secret.clone());
+        c.cluster_token_file = Some(cluster.clone());
+    })
+    .await;
+    assert_eq!(
+        raft_post(&s, None, Some(&root)).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        raft_post(&s, Some("wrong-wrong-wrong-wrong"), Some(&root)).await,
+        StatusCode::FORBIDDEN
+    );
+    let passed = raft_post(&s, Some("the-cluster-token-0123"), None).await;
+    assert!(
+        passed != StatusCode::UNAUTHORIZED && passed != StatusCode::FORBIDDEN,
+        "{passed}"
+    );
+    s.stop().await;
+
+    // Authentication on and no cluster token: the Raft routes are closed.
+    let s = TestServer::start_with(|c| c.auth_secret_file = Some(secret.clone())).await;
+    assert_eq!(
+        raft_post(&s, None, Some(&root)).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        raft_post(&s, Some("the-cluster-token-0123"), None).await,
+        StatusCode::UNAUTHORIZED
+    );
+    s.stop().await;
+
+    // A token file that is too short is refused at startup.
+    let short = dir.path().join("short-token");
+    std::fs::write(&short, "short").unwrap();
+    let mut config = strand_server::Config::for_listen("127.0.0.1:0".parse().unwrap());
+    config.cluster_token_file = Some(short);
+    assert!(config.cluster_token().unwrap_err().contains("at least 16"));
 }

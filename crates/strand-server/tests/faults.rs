@@ -3,7 +3,11 @@
 //! process is SIGKILLed mid-run and restarted on the same directory, and
 //! every acknowledged append must be readable exactly once at the offset
 //! it was acknowledged with; each client's in-flight append is retried
-//! after the restart and deduplicated if it had landed.
+//! after the restart and deduplicated if it had landed. After each
+//! restart every stream's integrity setsum is recomputed from the bytes
+//! read back (spec 02 §5.2, one item per append) and compared with the
+//! one the server reports (`GET /__strand/integrity/...`). A second
+//! process on the same data directory is refused while the first runs.
 //!
 //! A short run (one kill) is part of the normal suite; `cargo xtask
 //! faults` runs more rounds and clients (`STRAND_FAULTS_ROUNDS`,
@@ -139,9 +143,61 @@ async fn round(server: Server, clients: &mut [Client], target: u64) {
     }
 }
 
+/// The integrity setsum of a stream of the default bucket, recomputed
+/// from its bytes: one item per append over `[start, end)` (spec 02 §5.2:
+/// tag, bucket, NUL, stream, NUL, start and end as little-endian u64,
+/// `inline`, the appended bytes), added up.
+fn recomputed_setsum(stream: &str, body: &[u8], ends: &[u64]) -> String {
+    let mut sum = setsum::Setsum::default();
+    let mut start = 0u64;
+    for &end in ends {
+        let mut item = Vec::new();
+        item.extend_from_slice(b"ursula-stream-record-v1");
+        item.extend_from_slice(b"default\0");
+        item.extend_from_slice(stream.as_bytes());
+        item.push(0);
+        item.extend_from_slice(&start.to_le_bytes());
+        item.extend_from_slice(&end.to_le_bytes());
+        item.extend_from_slice(b"inline");
+        item.extend_from_slice(&body[start as usize..end as usize]);
+        sum.insert(&item);
+        start = end;
+    }
+    sum.hexdigest()
+}
+
+/// The server's integrity report of a stream equals the recomputation.
+async fn check_integrity(addr: SocketAddr, stream: &str, body: &[u8], ends: &[u64]) {
+    let r = request(
+        addr,
+        "GET",
+        &format!("/__strand/integrity/default/{stream}"),
+        &[],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let report: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let expected = recomputed_setsum(stream, body, ends);
+    assert_eq!(
+        report["total_setsum"].as_str().unwrap(),
+        expected,
+        "{stream}: the reported setsum differs from the recomputed one"
+    );
+    assert_eq!(
+        report["live_setsum"].as_str().unwrap(),
+        expected,
+        "{stream}"
+    );
+    assert_eq!(report["total_records"], ends.len() as u64, "{stream}");
+    assert_eq!(report["tail_offset"], body.len() as u64, "{stream}");
+}
+
 /// Every acknowledged append is in the stream once, in order, at the
 /// offset it was acknowledged with; nothing else is there but, at the
-/// end, the one in-flight append that may have landed.
+/// end, the one in-flight append that may have landed. The stream's
+/// integrity setsum is the recomputed one.
 async fn verify(addr: SocketAddr, clients: &[Client]) -> u64 {
     let mut total = 0;
     for (i, c) in clients.iter().enumerate() {
@@ -171,6 +227,11 @@ async fn verify(addr: SocketAddr, clients: &[Client]) -> u64 {
         for ((seq, next), end) in c.acked.iter().zip(&ends) {
             assert_eq!(next, end, "client {i} seq {seq}: acknowledged offset moved");
         }
+        if !rest.is_empty() {
+            // The in-flight append landed: one more item.
+            ends.push(body.len() as u64);
+        }
+        check_integrity(addr, &format!("f{i}"), &body, &ends).await;
         let seqs: Vec<u64> = c.acked.iter().map(|(s, _)| *s).collect();
         assert!(
             seqs.iter().enumerate().all(|(k, s)| *s == k as u64),
@@ -179,6 +240,36 @@ async fn verify(addr: SocketAddr, clients: &[Client]) -> u64 {
         total += c.acked.len() as u64;
     }
     total
+}
+
+/// A second `strand-server` on a data directory in use exits at once with
+/// an error naming the directory (and leaves the running one alone).
+fn second_process_is_refused(dir: &std::path::Path) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strand-server"))
+        .args(["--listen", "127.0.0.1:0", "--groups", "2", "--data-dir"])
+        .arg(dir)
+        .env("STRAND_LOG", "off")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("a second server on a data directory in use kept running");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains(&dir.display().to_string()), "{stderr}");
+    assert!(stderr.contains("in use by another process"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,11 +297,15 @@ async fn kill_9_loses_no_acknowledged_append() {
         let s = server.take().unwrap_or_else(|| start(tmp.path()));
         round(s, &mut clients, target).await;
         let restarted = start(tmp.path());
+        if k == 0 {
+            second_process_is_refused(tmp.path());
+        }
         let total = verify(restarted.addr, &clients).await;
         let in_flight = clients.iter().filter(|c| c.in_flight.is_some()).count();
         eprintln!(
-            "faults: round {}: {total} acknowledged appends readable exactly once, lost 0, duplicates 0 ({in_flight} in flight at the kill)",
-            k + 1
+            "faults: round {}: {total} acknowledged appends readable exactly once, lost 0, duplicates 0 ({in_flight} in flight at the kill); the integrity setsums of {} streams equal their recomputation",
+            k + 1,
+            clients.len()
         );
         let health = request(restarted.addr, "GET", "/__strand/health", &[], b"")
             .await

@@ -1,5 +1,6 @@
 //! The admin plane under `/__strand/`: bucket quota, usage and purge
-//! (spec 08 §22), and the cold tier's status (`GET /__strand/cold`).
+//! (spec 08 §22), the cold tier's status (`GET /__strand/cold`), and a
+//! stream's integrity setsums (`GET /__strand/integrity/{bucket}/…`).
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
@@ -30,6 +31,32 @@ struct PurgeReport {
 fn json(status: StatusCode, value: &impl Serialize) -> Response {
     let body = serde_json::to_vec(value).unwrap_or_default();
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// `GET /__strand/integrity/{bucket}/[{affinity}/]{stream}`: the stream's
+/// integrity setsums as this node's machine holds them (spec 02 §5: one
+/// item per contributing append; offsets are byte positions), so a client
+/// can recompute them from the bytes it reads back and compare.
+pub async fn integrity(
+    state: &AppState,
+    method: &Method,
+    id: strand::BucketStreamId,
+) -> Result<Response, ApiError> {
+    if method != Method::GET && method != Method::HEAD {
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {method} is not allowed here"),
+        ));
+    }
+    let query_id = id.clone();
+    match state
+        .engine
+        .query(&id, move |machine| machine.integrity_snapshot(&query_id))
+        .await?
+    {
+        Ok(snapshot) => Ok(json(StatusCode::OK, &snapshot)),
+        Err(response) => Err(ApiError::from_machine(&response, Layout::Bucketed)),
+    }
 }
 
 /// Serves `/__strand/{rest…}`.

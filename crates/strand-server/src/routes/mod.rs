@@ -79,6 +79,37 @@ fn health(state: &AppState) -> Response {
         .into_response()
 }
 
+/// Whether a request may use the Raft routes: with a cluster token
+/// configured it must carry it (401 without, 403 with another); without
+/// one they are open only while client authentication is off (a cluster
+/// with authentication needs the token, so an authenticated node without
+/// one has no peers to hear from). A refusal is its status and message.
+fn raft_allowed(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> Result<(), (StatusCode, &'static str)> {
+    match &state.cluster_token {
+        Some(token) => match headers.get(strand_raft::CLUSTER_TOKEN_HEADER) {
+            None => Err((
+                StatusCode::UNAUTHORIZED,
+                "the Raft routes need the cluster token (strand-cluster-token)\n",
+            )),
+            Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
+            Some(_) => Err((StatusCode::FORBIDDEN, "wrong cluster token\n")),
+        },
+        None if state.verifier.is_some() => Err((
+            StatusCode::UNAUTHORIZED,
+            "the Raft routes are closed: authentication is on and no --cluster-token-file is set\n",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Compares two byte strings in time that depends on their lengths only.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// `POST /__strand/raft/{group}/{kind}`: a peer's Raft message for one of
 /// this node's groups, handed to the group's log as it is.
 async fn raft_message(state: &AppState, rest: &str, request: Request) -> Response {
@@ -120,7 +151,10 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
     } else if let Some(rest) = uri.path().strip_prefix("/__strand/raft/")
         && method == Method::POST
     {
-        raft_message(&state, rest, request).await
+        match raft_allowed(&state, request.headers()) {
+            Ok(()) => raft_message(&state, rest, request).await,
+            Err(refused) => refused.into_response(),
+        }
     } else {
         match route(state, request).await {
             Ok(response) => response,
@@ -283,6 +317,18 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
     } else {
         let segs = segments(&path)?;
         match segs.split_first() {
+            Some((first, rest))
+                if first == "__strand"
+                    && rest.first().is_some_and(|k| k == "integrity")
+                    && rest.len() > 2 =>
+            {
+                // `/__strand/integrity/{bucket}/[{affinity}/]{stream}`: a
+                // read of that stream.
+                let bucket = &rest[1];
+                let id = stream_id(bucket, &rest[2..])?;
+                let subject = authorize(bucket, Some(&stream_name(&id)), Right::Read)?;
+                (subject, admin::integrity(&state, &method, id).await)
+            }
             Some((first, rest)) if first == "__strand" => {
                 let subject = match rest {
                     [_, bucket] => authorize(bucket, None, Right::Admin)?,

@@ -68,6 +68,15 @@ impl Server {
     }
 }
 
+impl Drop for Server {
+    /// A server a test did not kill (it panicked first) is killed too,
+    /// so no process outlives its test.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
