@@ -92,8 +92,31 @@ impl Reply {
     }
 }
 
-/// One HTTP/1.1 request on its own connection.
+/// How long one [`request`] may take before it fails as timed out (no
+/// test here long-polls through it, so this only stops a stuck server
+/// from hanging the test run).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One HTTP/1.1 request on its own connection; a `TimedOut` error after
+/// [`REQUEST_TIMEOUT`].
 pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> std::io::Result<Reply> {
+    tokio::time::timeout(REQUEST_TIMEOUT, exchange(addr, method, path, headers, body))
+        .await
+        .map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("{method} {path}: no answer within {REQUEST_TIMEOUT:?}"),
+            )
+        })?
+}
+
+async fn exchange(
     addr: SocketAddr,
     method: &str,
     path: &str,
