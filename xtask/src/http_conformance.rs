@@ -428,20 +428,41 @@ fn start_cluster(root: &Path, work: &Path) -> Result<(Vec<String>, Vec<ServerGua
     let ports = cluster_ports()?;
     let mut guards = Vec::new();
     for id in [1, 3] {
-        let mut cmd = Command::new(strand_binary(root));
-        cmd.current_dir(root)
-            .args(cluster_node_args(work, &ports, id, LONG_POLL_TIMEOUT_MS)?);
-        guards.push(spawn_server(
-            Server::Strand,
-            cmd,
-            work.join(format!("cluster-node-{id}.log")),
-            "strand-server listening on ",
+        guards.push(spawn_cluster_node(
+            root,
+            work,
+            &ports,
+            id,
+            LONG_POLL_TIMEOUT_MS,
+            &[],
         )?);
     }
     Ok((
         cluster_node_args(work, &ports, 2, LONG_POLL_TIMEOUT_MS)?,
         guards,
     ))
+}
+
+/// Starts node `id` of a three-node cluster on `ports` (log
+/// `work/cluster-node-{id}.log`, `extra` arguments after the cluster's).
+fn spawn_cluster_node(
+    root: &Path,
+    work: &Path,
+    ports: &[u16],
+    id: usize,
+    long_poll_ms: u64,
+    extra: &[String],
+) -> Result<ServerGuard, String> {
+    let mut cmd = Command::new(strand_binary(root));
+    cmd.current_dir(root)
+        .args(cluster_node_args(work, ports, id, long_poll_ms)?)
+        .args(extra);
+    spawn_server(
+        Server::Strand,
+        cmd,
+        work.join(format!("cluster-node-{id}.log")),
+        "strand-server listening on ",
+    )
 }
 
 /// Starts a three-node durable cluster of release `strand-server`s on
@@ -458,15 +479,13 @@ pub(crate) fn start_strand_cluster(
     let ports = cluster_ports()?;
     let mut guards = Vec::new();
     for id in 1..=3 {
-        let mut cmd = Command::new(strand_binary(root));
-        cmd.current_dir(root)
-            .args(cluster_node_args(work, &ports, id, long_poll_ms)?)
-            .args(extra);
-        guards.push(spawn_server(
-            Server::Strand,
-            cmd,
-            work.join(format!("cluster-node-{id}.log")),
-            "strand-server listening on ",
+        guards.push(spawn_cluster_node(
+            root,
+            work,
+            &ports,
+            id,
+            long_poll_ms,
+            extra,
         )?);
     }
     for guard in &guards {
