@@ -12,6 +12,9 @@
 //! * `snapshot_encode_binary`: `write_snapshot(.., SnapshotFormat::Binary, ..)`
 //!   into a `Vec<u8>`.
 //! * `snapshot_decode_restore_binary`: `restore_from` of those bytes.
+//! * `snapshot_clone_machine`: `StreamStateMachine::clone` of the fixture,
+//!   what a group task spends before handing its state to an encoder off
+//!   the task (the engine's replicated snapshots do that).
 //!
 //! The binary prints `BENCH snapshot_json_bytes=<n> bytes` and
 //! `BENCH snapshot_binary_bytes=<n> bytes` so that `cargo xtask bench` can
@@ -135,4 +138,12 @@ fn snapshot_encode_binary(bencher: Bencher) {
 fn snapshot_decode_restore_binary(bencher: Bencher) {
     let binary = encode_binary(&fixture());
     bencher.bench_local(|| restore_from(binary.as_slice()).expect("snapshot restores"));
+}
+
+/// `clone` of the machine: what the group task pays before a snapshot is
+/// encoded on a blocking thread.
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn snapshot_clone_machine(bencher: Bencher) {
+    let machine = fixture();
+    bencher.bench_local(|| machine.clone());
 }
