@@ -14,22 +14,8 @@ use std::time::{Duration, Instant};
 use process::{Server, free_port, parse_offset, request, start_args};
 
 fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
-    let mut args = vec![
-        "--listen".to_owned(),
-        format!("127.0.0.1:{}", ports[(id - 1) as usize]),
-        "--groups".to_owned(),
-        "1".to_owned(),
-        "--data-dir".to_owned(),
-        dir.join(format!("node-{id}")).display().to_string(),
-        "--node-id".to_owned(),
-        id.to_string(),
-        "--snapshot-every".to_owned(),
-        "50".to_owned(),
-    ];
-    for (i, port) in ports.iter().enumerate() {
-        args.push("--peer".to_owned());
-        args.push(format!("{}=http://127.0.0.1:{port}", i + 1));
-    }
+    let mut args = process::cluster_node_args(dir, id, ports);
+    args.extend(["--snapshot-every".to_owned(), "50".to_owned()]);
     args
 }
 

@@ -369,20 +369,7 @@ async fn a_partly_flushed_durable_node_restarts_with_every_byte() {
 }
 
 fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
-    let mut args = vec![
-        "--listen".to_owned(),
-        format!("127.0.0.1:{}", ports[(id - 1) as usize]),
-        "--groups".to_owned(),
-        "1".to_owned(),
-        "--data-dir".to_owned(),
-        dir.join(format!("node-{id}")).display().to_string(),
-        "--node-id".to_owned(),
-        id.to_string(),
-    ];
-    for (i, port) in ports.iter().enumerate() {
-        args.push("--peer".to_owned());
-        args.push(format!("{}=http://127.0.0.1:{port}", i + 1));
-    }
+    let mut args = process::cluster_node_args(dir, id, ports);
     // One store for the whole cluster.
     args.extend(cold_args(&dir.join("cold")));
     args

@@ -191,3 +191,24 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// The arguments of node `id` (1-based) of a one-group durable cluster of
+/// nodes listening on `ports` (data in `dir/node-{id}`, every node a
+/// `--peer` at its real address).
+pub fn cluster_node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
+    let mut args = vec![
+        "--listen".to_owned(),
+        format!("127.0.0.1:{}", ports[(id - 1) as usize]),
+        "--groups".to_owned(),
+        "1".to_owned(),
+        "--data-dir".to_owned(),
+        dir.join(format!("node-{id}")).display().to_string(),
+        "--node-id".to_owned(),
+        id.to_string(),
+    ];
+    for (i, port) in ports.iter().enumerate() {
+        args.push("--peer".to_owned());
+        args.push(format!("{}=http://127.0.0.1:{port}", i + 1));
+    }
+    args
+}
