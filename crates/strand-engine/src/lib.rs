@@ -35,7 +35,7 @@ pub use forks::{ForkRequest, MAX_FORK_DEPTH};
 pub use group::{media_type, same_media_type};
 pub use log::{
     EntryOutcome, GroupApplier, GroupEntry, GroupLink, GroupLog, GroupStatus, LogFuture, LogStats,
-    PendingSnapshot, ProposalDone,
+    PendingSnapshot, ProposalDone, SnapshotSink, SnapshotStats,
 };
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};

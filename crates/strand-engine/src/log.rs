@@ -171,6 +171,22 @@ pub struct GroupStatus {
     /// when the log keeps them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogStats>,
+    /// The group's snapshots on this node, when the log keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotStats>,
+}
+
+/// A group's snapshots on one node since it started, and the current one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotStats {
+    /// Snapshots this node built from its own machine.
+    pub built: u64,
+    /// Snapshots this node received from a leader and installed.
+    pub installed: u64,
+    /// The log index the current snapshot covers, when there is one.
+    pub index: Option<u64>,
+    /// The current snapshot's size in bytes (0 without one).
+    pub bytes: u64,
 }
 
 /// A group's log writer counters since the node started: how many
@@ -245,13 +261,14 @@ pub(crate) enum LogInput {
         entries: Vec<GroupEntry>,
         reply: oneshot::Sender<Vec<EntryOutcome>>,
     },
-    /// Write the machine's binary snapshot.
+    /// Write the machine's binary snapshot into `sink`.
     Snapshot {
-        reply: oneshot::Sender<Result<Vec<u8>, String>>,
+        sink: Box<dyn SnapshotSink>,
+        reply: oneshot::Sender<Result<u64, String>>,
     },
-    /// Replace the machine with a snapshot's.
-    Restore {
-        bytes: Vec<u8>,
+    /// Replace the machine with one a snapshot restored.
+    Install {
+        machine: Box<strand::StreamStateMachine>,
         reply: oneshot::Sender<Result<(), String>>,
     },
 }
@@ -289,41 +306,113 @@ impl GroupApplier {
     }
 
     /// Starts a snapshot of the machine's state after every entry applied
-    /// so far (the request is queued now); [`PendingSnapshot::wait`]
-    /// yields the binary snapshot (`docs/snapshot-format.md`).
-    pub fn snapshot(&self) -> PendingSnapshot {
+    /// so far (the request is queued now): the binary snapshot
+    /// (`docs/snapshot-format.md`) is encoded into `sink` on a blocking
+    /// thread, from a copy of the machine, so the group goes on serving
+    /// meanwhile and the snapshot is never held whole in memory;
+    /// [`PendingSnapshot::wait`] yields the number of bytes written once
+    /// [`SnapshotSink::finish`] has returned.
+    pub fn snapshot_into(&self, sink: Box<dyn SnapshotSink>) -> PendingSnapshot {
         let (reply, rx) = oneshot::channel();
-        match self.tx.send(LogInput::Snapshot { reply }) {
+        match self.tx.send(LogInput::Snapshot { sink, reply }) {
             Ok(()) => PendingSnapshot(Some(rx)),
             Err(_) => PendingSnapshot(None),
         }
     }
 
-    /// Replaces the machine with the one a snapshot (either format)
-    /// restores; parked readers are woken to read again.
+    /// Replaces the machine with the one a snapshot (either format) read
+    /// from `reader` restores; parked readers are woken to read again. A
+    /// binary snapshot is decoded as it is read (on a blocking thread), so
+    /// only the machine being built is held, not the snapshot's bytes.
     ///
     /// # Errors
-    /// The snapshot's decode or restore error, or that the group stopped.
-    pub async fn restore(&self, bytes: Vec<u8>) -> Result<(), String> {
+    /// The snapshot's read, decode or restore error, or that the group
+    /// stopped.
+    pub async fn restore_from(&self, reader: Box<dyn std::io::Read + Send>) -> Result<(), String> {
+        let machine = tokio::task::spawn_blocking(move || {
+            strand::restore_from(std::io::BufReader::with_capacity(256 << 10, reader))
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| format!("the snapshot restore stopped: {e}"))??;
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(LogInput::Restore { bytes, reply })
+            .send(LogInput::Install {
+                machine: Box::new(machine),
+                reply,
+            })
             .map_err(|_| "the group has stopped".to_owned())?;
         rx.await
             .unwrap_or_else(|_| Err("the group has stopped".to_owned()))
     }
 }
 
-/// A snapshot requested from a group's task.
-#[derive(Debug)]
-pub struct PendingSnapshot(Option<oneshot::Receiver<Result<Vec<u8>, String>>>);
-
-impl PendingSnapshot {
-    /// Waits for the snapshot's bytes.
+/// Where a group's snapshot goes (a file, for a durable group): the
+/// encoder writes the binary snapshot into it on a blocking thread, then
+/// calls [`finish`](SnapshotSink::finish) once.
+pub trait SnapshotSink: std::io::Write + Send + 'static {
+    /// Called once the whole snapshot is written (and flushed): make it
+    /// durable. An error fails the snapshot.
     ///
     /// # Errors
-    /// The codec's error, or that the group stopped.
-    pub async fn wait(self) -> Result<Vec<u8>, String> {
+    /// Whatever making the bytes durable failed with.
+    fn finish(&mut self) -> std::io::Result<()>;
+}
+
+impl SnapshotSink for Vec<u8> {
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Counts the bytes written through it.
+struct Counted<'a> {
+    inner: &'a mut dyn SnapshotSink,
+    bytes: u64,
+}
+
+impl std::io::Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Encodes `machine`'s binary snapshot into `sink`, flushes and finishes
+/// it; the number of bytes written.
+pub(crate) fn encode_snapshot(
+    machine: &strand::StreamStateMachine,
+    mut sink: Box<dyn SnapshotSink>,
+) -> Result<u64, String> {
+    use std::io::Write;
+    let mut counted = Counted {
+        inner: sink.as_mut(),
+        bytes: 0,
+    };
+    strand::write_snapshot(machine, strand::SnapshotFormat::Binary, &mut counted)
+        .map_err(|e| e.to_string())?;
+    counted.flush().map_err(|e| e.to_string())?;
+    let bytes = counted.bytes;
+    sink.finish().map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+/// A snapshot requested from a group's task.
+#[derive(Debug)]
+pub struct PendingSnapshot(Option<oneshot::Receiver<Result<u64, String>>>);
+
+impl PendingSnapshot {
+    /// Waits until the snapshot is written and finished; the number of
+    /// bytes written.
+    ///
+    /// # Errors
+    /// The codec's or the sink's error, or that the group stopped.
+    pub async fn wait(self) -> Result<u64, String> {
         match self.0 {
             Some(rx) => rx
                 .await

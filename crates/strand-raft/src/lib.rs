@@ -25,12 +25,14 @@
 //! DIR/strand.lock               held (exclusive `flock`) while a node runs
 //! DIR/strand-raft.json          node id and group count (checked at start)
 //! DIR/group-N/log/NNNNNNNNNN.seg the group's log segments
-//! DIR/group-N/snapshot.bin      the group's latest snapshot
+//! DIR/group-N/snapshot.meta     which snapshot is current, with its Raft metadata
+//! DIR/group-N/snapshot-S.data   the group's latest snapshot (the machine's binary snapshot)
 //! ```
 
 mod log_store;
 mod network;
 mod segment;
+mod snapshot_file;
 mod state_machine;
 mod types;
 
@@ -52,6 +54,13 @@ pub use segment::LogError;
 pub use state_machine::{GroupStateMachine, SnapshotBuilder};
 pub use types::{NodeId, TypeConfig};
 
+/// The default [`DurableOptions::snapshot_chunk_bytes`]: 3 MiB.
+pub const DEFAULT_SNAPSHOT_CHUNK_BYTES: u64 = 3 << 20;
+
+/// The largest [`DurableOptions::snapshot_chunk_bytes`]: 64 MiB (a peer
+/// takes Raft messages of at most 256 MiB).
+pub const MAX_SNAPSHOT_CHUNK_BYTES: u64 = 64 << 20;
+
 /// How a durable node is set up.
 #[derive(Debug, Clone)]
 pub struct DurableOptions {
@@ -64,6 +73,10 @@ pub struct DurableOptions {
     /// A group takes a snapshot (and purges its log) after this many
     /// entries.
     pub snapshot_every: u64,
+    /// The size of the chunks a leader sends a snapshot to a follower in
+    /// (each one RPC; the snapshot is read from its file chunk by chunk).
+    /// Default [`DEFAULT_SNAPSHOT_CHUNK_BYTES`].
+    pub snapshot_chunk_bytes: u64,
     /// How long a single node's startup waits for every group to elect
     /// itself (a cluster's node does not wait: its peers may not be up).
     pub leader_timeout: Duration,
@@ -87,6 +100,7 @@ impl DurableOptions {
             fsync: Fsync::Always,
             node_id: 1,
             snapshot_every: 20_000,
+            snapshot_chunk_bytes: DEFAULT_SNAPSHOT_CHUNK_BYTES,
             leader_timeout: Duration::from_secs(30),
             peers: BTreeMap::new(),
             cluster_token: None,
@@ -246,6 +260,9 @@ fn raft_config(options: &DurableOptions) -> Result<openraft::Config, String> {
         // A follower further behind than this catches up by snapshot.
         max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
         max_payload_entries: 1024,
+        snapshot_max_chunk_size: options
+            .snapshot_chunk_bytes
+            .clamp(1, MAX_SNAPSHOT_CHUNK_BYTES),
         ..Default::default()
     }
     .validate()
@@ -302,6 +319,7 @@ pub async fn start_durable(
         let sm = GroupStateMachine::open(&dir, link.applier())
             .await
             .map_err(|reason| StartError::Snapshot { group, reason })?;
+        let snapshot_files = sm.files();
         let raft = if let Some(cluster_links) = &cluster_links {
             Raft::new(
                 options.node_id,
@@ -351,6 +369,7 @@ pub async fn start_durable(
             cluster_links.clone().map(|links| (links, client.clone())),
         );
         raft_group.dir_lock = std::sync::Mutex::new(Some(Arc::clone(&lock)));
+        raft_group.snapshots = Some(snapshot_files);
         link.attach(Arc::new(raft_group));
         rafts.push((group, raft));
     }
@@ -385,6 +404,8 @@ pub struct RaftGroup {
     proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
     /// The data directory's lock, released when the last group stops.
     dir_lock: std::sync::Mutex<Option<Arc<DirLock>>>,
+    /// The group's snapshot files, for its status.
+    snapshots: Option<Arc<snapshot_file::SnapshotDir>>,
 }
 
 impl std::fmt::Debug for RaftGroup {
@@ -481,6 +502,7 @@ impl RaftGroup {
             cluster: forward,
             proposals: tx,
             dir_lock: std::sync::Mutex::new(None),
+            snapshots: None,
         }
     }
 
@@ -661,6 +683,7 @@ impl GroupLog for RaftGroup {
             applied_index: metrics.last_applied.map(|l| l.index),
             last_log_index: metrics.last_log_index,
             log: Some(self.log.stats()),
+            snapshot: self.snapshots.as_ref().map(|s| s.stats()),
         }
     }
 

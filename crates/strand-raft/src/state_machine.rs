@@ -2,25 +2,22 @@
 //! task (through its [`GroupApplier`]), which applies them to the group's
 //! `StreamStateMachine` with the same function the in-memory engine uses;
 //! the outcomes go back to the proposers. Snapshots are the machine's
-//! binary snapshot (`docs/snapshot-format.md`), kept in one file under the
-//! group's directory beside the Raft metadata it covers.
+//! binary snapshot (`docs/snapshot-format.md`), encoded straight into a
+//! file of the group's directory and read from files when sent, received
+//! or restored ([`crate::snapshot_file`]): never held whole in memory.
 
-use std::io::Cursor;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta,
-    StorageError, StorageIOError, StoredMembership,
+    AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError,
+    StorageIOError, StoredMembership,
 };
 use strand_engine::{EntryOutcome, GroupApplier, GroupEntry, PendingSnapshot};
 
+use crate::snapshot_file::{BuildSink, Meta, SnapshotDir, SnapshotFile};
 use crate::types::{NodeId, TypeConfig};
-
-const MAGIC: &[u8; 8] = b"STRDSNP1";
-
-type Meta = SnapshotMeta<NodeId, BasicNode>;
 
 /// Snapshots built since start (for unique snapshot ids).
 #[derive(Default)]
@@ -33,7 +30,7 @@ pub struct GroupStateMachine {
     applier: GroupApplier,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
-    dir: PathBuf,
+    files: Arc<SnapshotDir>,
     current: Arc<Mutex<Current>>,
 }
 
@@ -64,77 +61,40 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     }
 }
 
-fn snapshot_path(dir: &Path) -> PathBuf {
-    dir.join("snapshot.bin")
-}
-
-/// Reads the snapshot file: its metadata and the machine's bytes.
-fn read_snapshot_file(dir: &Path) -> Result<Option<(Meta, Vec<u8>)>, String> {
-    let path = snapshot_path(dir);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let bad = |why: &str| format!("{}: not a strand-raft snapshot file: {why}", path.display());
-    if bytes.len() < 12 || &bytes[..8] != MAGIC {
-        return Err(bad("bad magic"));
-    }
-    let meta_len = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
-    let body = 12usize.saturating_add(meta_len);
-    if bytes.len() < body {
-        return Err(bad("metadata cut short"));
-    }
-    let meta: Meta =
-        rmp_serde::from_slice(&bytes[12..body]).map_err(|e| bad(&format!("metadata: {e}")))?;
-    Ok(Some((meta, bytes[body..].to_vec())))
-}
-
-/// Writes the snapshot file atomically: a temporary file, synced, renamed
-/// over the old one, then the directory synced.
-fn write_snapshot_file(dir: &Path, meta: &Meta, data: &[u8]) -> Result<(), String> {
-    use std::io::Write;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let meta_bytes = rmp_serde::to_vec_named(meta).map_err(|e| e.to_string())?;
-    let meta_len = u32::try_from(meta_bytes.len()).map_err(|e| e.to_string())?;
-    let tmp = dir.join("snapshot.bin.tmp");
-    let mut file = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    file.write_all(MAGIC)
-        .and_then(|()| file.write_all(&meta_len.to_le_bytes()))
-        .and_then(|()| file.write_all(&meta_bytes))
-        .and_then(|()| file.write_all(data))
-        .and_then(|()| file.sync_all())
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    let path = snapshot_path(dir);
-    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| format!("{}: {e}", dir.display()))
-}
-
 impl GroupStateMachine {
     /// Opens the group's state machine: restores the machine from the
-    /// snapshot in `dir` when there is one (the log replays what follows).
+    /// current snapshot in `dir` when there is one (the log replays what
+    /// follows), reading the file as it decodes.
     ///
     /// # Errors
-    /// An unreadable snapshot file or one that does not restore.
+    /// Damaged snapshot files (see [`SnapshotDir`]) or a snapshot that
+    /// does not restore; the message names the file.
     pub async fn open(dir: &Path, applier: GroupApplier) -> Result<Self, String> {
+        let owned = dir.to_path_buf();
+        let (files, found) = tokio::task::spawn_blocking(move || SnapshotDir::open(&owned))
+            .await
+            .map_err(|e| e.to_string())??;
         let mut sm = Self {
             applier,
             last_applied: None,
             membership: StoredMembership::default(),
-            dir: dir.to_path_buf(),
+            files: Arc::new(files),
             current: Arc::new(Mutex::new(Current::default())),
         };
-        if let Some((meta, data)) = read_snapshot_file(dir)? {
+        if let Some((meta, file)) = found {
             sm.applier
-                .restore(data)
+                .restore_from(Box::new(file))
                 .await
-                .map_err(|e| format!("{}: {e}", snapshot_path(dir).display()))?;
+                .map_err(|e| format!("{}: the snapshot: {e}", dir.display()))?;
             sm.last_applied = meta.last_log_id;
             sm.membership = meta.last_membership;
         }
         Ok(sm)
+    }
+
+    /// The group's snapshot files (for its status).
+    pub(crate) fn files(&self) -> Arc<SnapshotDir> {
+        Arc::clone(&self.files)
     }
 
     /// The last applied log id.
@@ -146,18 +106,26 @@ impl GroupStateMachine {
 /// Builds a snapshot of the state after the entries applied when it was
 /// asked for.
 pub struct SnapshotBuilder {
-    data: Option<PendingSnapshot>,
+    data: Option<(u64, PendingSnapshot)>,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
-    dir: PathBuf,
+    files: Arc<SnapshotDir>,
     current: Arc<Mutex<Current>>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
-        let data = match self.data.take() {
-            Some(pending) => pending.wait().await.map_err(snap_err)?,
+        let (seq, pending) = match self.data.take() {
+            Some(data) => data,
             None => return Err(snap_err("the snapshot was already built")),
+        };
+        let tmp = self.files.building_path(seq);
+        let bytes = match pending.wait().await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.files.discard(&tmp);
+                return Err(snap_err(e));
+            }
         };
         let counter = {
             let mut current = lock(&self.current);
@@ -173,17 +141,17 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_membership: self.membership.clone(),
             snapshot_id,
         };
-        let dir = self.dir.clone();
-        let (meta_w, data) = tokio::task::spawn_blocking(move || {
-            write_snapshot_file(&dir, &meta, &data).map(|()| (meta, data))
-        })
-        .await
-        .map_err(snap_err)?
-        .map_err(snap_err)?;
-        tracing::debug!(dir = %self.dir.display(), bytes = data.len(), "snapshot written");
+        let files = Arc::clone(&self.files);
+        let meta_w = meta.clone();
+        let (file, current) =
+            tokio::task::spawn_blocking(move || files.commit(seq, &tmp, &meta_w, false))
+                .await
+                .map_err(snap_err)?
+                .map_err(snap_err)?;
+        tracing::debug!(bytes, current, snapshot = %meta.snapshot_id, "snapshot written");
         Ok(Snapshot {
-            meta: meta_w,
-            snapshot: Box::new(Cursor::new(data)),
+            meta,
+            snapshot: Box::new(SnapshotFile::reading(file)),
         })
     }
 }
@@ -233,36 +201,77 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         // Queued now, behind every entry applied so far and before any
         // later one: the snapshot is exactly the state at `last_applied`.
+        // Without a file to write into, the builder fails when asked.
+        let data = match self.files.building() {
+            Ok((seq, sink)) => {
+                let sink: Box<BuildSink> = Box::new(sink);
+                Some((seq, self.applier.snapshot_into(sink)))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no file for a snapshot");
+                None
+            }
+        };
         SnapshotBuilder {
-            data: Some(self.applier.snapshot()),
+            data,
             last_applied: self.last_applied,
             membership: self.membership.clone(),
-            dir: self.dir.clone(),
+            files: Arc::clone(&self.files),
             current: Arc::clone(&self.current),
         }
     }
 
     async fn begin_receiving_snapshot(
         &mut self,
-    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    ) -> Result<Box<SnapshotFile>, StorageError<NodeId>> {
+        let files = Arc::clone(&self.files);
+        let file = tokio::task::spawn_blocking(move || files.receiving())
+            .await
+            .map_err(snap_err)?
+            .map_err(snap_err)?;
+        Ok(Box::new(file))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &Meta,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotFile>,
     ) -> Result<(), StorageError<NodeId>> {
-        let data = snapshot.into_inner();
-        let dir = self.dir.clone();
-        let meta_w = meta.clone();
-        let data = tokio::task::spawn_blocking(move || {
-            write_snapshot_file(&dir, &meta_w, &data).map(|()| data)
+        let (file, received) = snapshot.into_received();
+        let Some((seq, path)) = received else {
+            return Err(snap_err("installing a snapshot that was not received"));
+        };
+        let file = file.into_std().await;
+        let synced = tokio::task::spawn_blocking(move || {
+            file.sync_all().map(|()| file).map_err(|e| e.to_string())
         })
         .await
-        .map_err(snap_err)?
         .map_err(snap_err)?;
-        self.applier.restore(data).await.map_err(sm_err)?;
+        if let Err(e) = synced {
+            self.files.discard(&path);
+            return Err(snap_err(e));
+        }
+        // Restored from the durable file first; it becomes the current
+        // snapshot only when it restored (a crash in between restarts from
+        // the previous snapshot and the log, which still holds what it
+        // covers: openraft purges only after this returns).
+        let reader = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                self.files.discard(&path);
+                return Err(snap_err(format!("{}: {e}", path.display())));
+            }
+        };
+        if let Err(e) = self.applier.restore_from(Box::new(reader)).await {
+            self.files.discard(&path);
+            return Err(sm_err(e));
+        }
+        let files = Arc::clone(&self.files);
+        let meta_w = meta.clone();
+        tokio::task::spawn_blocking(move || files.commit(seq, &path, &meta_w, true))
+            .await
+            .map_err(snap_err)?
+            .map_err(snap_err)?;
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         Ok(())
@@ -271,14 +280,14 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        let dir = self.dir.clone();
-        let found = tokio::task::spawn_blocking(move || read_snapshot_file(&dir))
+        let files = Arc::clone(&self.files);
+        let found = tokio::task::spawn_blocking(move || files.current())
             .await
             .map_err(snap_err)?
             .map_err(snap_err)?;
-        Ok(found.map(|(meta, data)| Snapshot {
+        Ok(found.map(|(meta, file)| Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(SnapshotFile::reading(file)),
         }))
     }
 }

@@ -1,7 +1,5 @@
 //! The openraft type configuration of a strand group.
 
-use std::io::Cursor;
-
 use strand_engine::{EntryOutcome, GroupEntry};
 
 /// A node's id.
@@ -10,13 +8,13 @@ pub type NodeId = u64;
 openraft::declare_raft_types!(
     /// A strand group's Raft types: entries are the engine's
     /// `GroupEntry`, responses its `EntryOutcome`, snapshots the machine's
-    /// binary snapshot in memory.
+    /// binary snapshot in a file (`snapshot_file`).
     pub TypeConfig:
         D = GroupEntry,
         R = EntryOutcome,
         NodeId = NodeId,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = crate::snapshot_file::SnapshotFile,
         AsyncRuntime = openraft::TokioRuntime,
 );

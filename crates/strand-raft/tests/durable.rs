@@ -137,8 +137,8 @@ async fn appends_survive_a_restart_at_their_offsets_and_retries_are_deduplicated
         e.shutdown().await;
     }
     assert!(
-        std::fs::metadata(group_dir(tmp.path(), 0).join("snapshot.bin")).is_ok()
-            || std::fs::metadata(group_dir(tmp.path(), 1).join("snapshot.bin")).is_ok()
+        std::fs::metadata(group_dir(tmp.path(), 0).join("snapshot.meta")).is_ok()
+            || std::fs::metadata(group_dir(tmp.path(), 1).join("snapshot.meta")).is_ok()
     );
     let e = open(tmp.path(), 40).await;
     for (id, offsets) in ids.iter().zip(&offsets) {

@@ -364,10 +364,10 @@ async fn run(seed: u64, steps: u64) {
     replay.shutdown().await;
     snapshotted.shutdown().await;
     // The snapshotted node really restored snapshots; the other never did.
-    assert!(group_dir(snap_dir.path(), 0).join("snapshot.bin").exists());
+    assert!(group_dir(snap_dir.path(), 0).join("snapshot.meta").exists());
     assert!(
         !group_dir(replay_dir.path(), 0)
-            .join("snapshot.bin")
+            .join("snapshot.meta")
             .exists()
     );
 }

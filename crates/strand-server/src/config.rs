@@ -184,6 +184,12 @@ pub struct Config {
     /// log is purged up to each snapshot.
     #[arg(long, default_value_t = 20_000)]
     pub snapshot_every: u64,
+    /// The chunk size, in bytes, a leader sends a group's snapshot to a
+    /// follower in (one Raft RPC each, read from the snapshot's file);
+    /// 256 B to 64 MiB.
+    #[arg(long, default_value_t = strand_raft::DEFAULT_SNAPSHOT_CHUNK_BYTES,
+          value_parser = clap::value_parser!(u64).range(256..=strand_raft::MAX_SNAPSHOT_CHUNK_BYTES))]
+    pub snapshot_chunk_bytes: u64,
     /// This node's id in a cluster (with `--data-dir` and `--peer`).
     #[arg(long, default_value_t = 1)]
     pub node_id: u64,

@@ -15,8 +15,23 @@ use process::{Server, free_port, parse_offset, request, start_args};
 
 fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
     let mut args = process::cluster_node_args(dir, id, ports);
-    args.extend(["--snapshot-every".to_owned(), "50".to_owned()]);
+    // Small chunks, so that a snapshot install takes many RPCs.
+    args.extend([
+        "--snapshot-every".to_owned(),
+        "50".to_owned(),
+        "--snapshot-chunk-bytes".to_owned(),
+        "256".to_owned(),
+    ]);
     args
+}
+
+/// Group 0's snapshot counters on the node at `addr`.
+async fn snapshot_stats(addr: SocketAddr) -> serde_json::Value {
+    let r = request(addr, "GET", "/__strand/health", &[], b"")
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    v["groups"][0]["snapshot"].clone()
 }
 
 /// The leader every node of `addrs` agrees on, once they do.
@@ -169,6 +184,30 @@ async fn three_nodes_survive_losing_the_leader() {
     assert!(
         converges(restarted.addr, &expected).await,
         "the old leader caught up"
+    );
+    // Through a snapshot sent in chunks of 256 B: installed from the
+    // received file, which is now the node's current snapshot.
+    let stats = snapshot_stats(restarted.addr).await;
+    assert!(stats["installed"].as_u64().unwrap() >= 1, "{stats}");
+    let snapshot_bytes = stats["bytes"].as_u64().unwrap();
+    assert!(snapshot_bytes > 4 * 256, "{stats}");
+    let group = tmp.path().join(format!("node-{leader}")).join("group-0");
+    let files: Vec<String> = std::fs::read_dir(&group)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("snapshot"))
+        .collect();
+    let data: Vec<&String> = files.iter().filter(|n| n.ends_with(".data")).collect();
+    assert_eq!(data.len(), 1, "{files:?}");
+    assert_eq!(
+        std::fs::metadata(group.join(data[0])).unwrap().len(),
+        snapshot_bytes
+    );
+    assert!(
+        files
+            .iter()
+            .all(|n| !n.ends_with(".recv") && !n.ends_with(".tmp")),
+        "{files:?}"
     );
     eprintln!(
         "cluster: {} acknowledged appends, lost 0, duplicates 0; leader {leader} killed, first write acknowledged {failover:?} later by the survivors (new leader {new_leader})",
