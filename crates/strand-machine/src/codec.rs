@@ -6,7 +6,7 @@ use std::io::{BufWriter, Read, Write};
 use strand_snapshot::{
     CodecError, DecodeError, DecodeLimits, SnapshotFormat, SnapshotSink, SnapshotTail,
     StreamSnapshotEntry, StreamSnapshotError, decode_binary, decode_json, decode_json_slice,
-    detect_format, encode_binary, encode_json, sniff_format,
+    detect_format, encode_binary_reusing, encode_json_reusing, sniff_format,
 };
 
 use crate::machine::StreamStateMachine;
@@ -28,7 +28,10 @@ pub enum RestoreError {
 /// Writes `machine`'s snapshot in `format`. The JSON bytes are identical to
 /// `serde_json::to_vec(&machine.snapshot())`; the binary format is the
 /// framed one of `strand_snapshot::codec`. Either way the stream entries are
-/// built and written one at a time, so no whole `StreamSnapshot` is held.
+/// built and written one at a time, so no whole `StreamSnapshot` is held,
+/// all into one reused entry whose strings and vectors keep their capacity
+/// (`encode_binary_reusing` / `encode_json_reusing`), so similar streams
+/// cost almost no allocation each.
 /// Output is buffered internally.
 ///
 /// # Errors
@@ -42,8 +45,12 @@ pub fn write_snapshot<W: Write>(
     let head = machine.snapshot_without_streams();
     let w = BufWriter::with_capacity(64 << 10, w);
     match format {
-        SnapshotFormat::Json => encode_json(w, &head, machine.snapshot_entries()),
-        SnapshotFormat::Binary => encode_binary(w, &head, machine.snapshot_entries()),
+        SnapshotFormat::Json => {
+            encode_json_reusing(w, &head, machine.snapshot_entry_filler())
+        }
+        SnapshotFormat::Binary => {
+            encode_binary_reusing(w, &head, machine.snapshot_entry_filler())
+        }
     }
 }
 

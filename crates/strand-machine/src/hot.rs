@@ -87,6 +87,31 @@ impl HotBuffer {
         out
     }
 
+    /// [`HotBuffer::payload`] written into `out` (its capacity kept).
+    pub(crate) fn payload_into(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(to_usize(self.len()));
+        for chunk in &self.chunks {
+            out.extend_from_slice(&chunk.bytes);
+        }
+    }
+
+    /// [`HotBuffer::segments`] written into `out` (its capacity kept).
+    pub(crate) fn segments_into(&self, out: &mut Vec<HotPayloadSegment>) {
+        out.clear();
+        let mut at = 0usize;
+        out.extend(self.chunks.iter().map(|chunk| {
+            let start = at;
+            at = at.saturating_add(chunk.bytes.len());
+            HotPayloadSegment {
+                start_offset: chunk.start,
+                end_offset: chunk.end,
+                payload_start: start,
+                payload_end: at,
+            }
+        }));
+    }
+
     /// One segment per chunk, with positions inside [`HotBuffer::payload`].
     pub(crate) fn segments(&self) -> Vec<HotPayloadSegment> {
         let mut at = 0usize;

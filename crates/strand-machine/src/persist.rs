@@ -43,6 +43,94 @@ fn entry_of(slot: &StreamSlot, corrected: bool) -> StreamSnapshotEntry {
     }
 }
 
+/// Overwrites `entry` with `slot`'s snapshot entry, the same value as
+/// `*entry = entry_of(slot, corrected)`, reusing the strings and vectors
+/// `entry` already holds (the binary snapshot writer refills one entry
+/// per stream, so similar streams allocate almost nothing).
+fn refill_entry(slot: &StreamSlot, corrected: bool, entry: &mut StreamSnapshotEntry) {
+    // Destructured so that a new entry field fails to compile here.
+    let StreamSnapshotEntry {
+        metadata,
+        attrs,
+        hot_start_offset,
+        payload,
+        hot_segments,
+        cold_frontier_offset,
+        cold_index_generation,
+        cold_chunks,
+        external_segments,
+        message_records,
+        record_index,
+        integrity,
+        retained_offset,
+        visible_snapshot,
+        producer_states,
+        cold_raw_frontier_offset,
+        fork,
+    } = entry;
+    refill_metadata(&slot.metadata, metadata);
+    *attrs = slot.attrs.as_deref().cloned();
+    *hot_start_offset = slot.hot.public_start(slot.metadata.tail_offset);
+    slot.hot.payload_into(payload);
+    slot.hot.segments_into(hot_segments);
+    *cold_frontier_offset = slot.cold_frontier();
+    *cold_index_generation = 0;
+    cold_chunks.clone_from_slice_or_extend(slot.cold.chunks());
+    external_segments.clone_from_slice_or_extend(slot.cold.external());
+    message_records.clone_from_slice_or_extend(&slot.message_records);
+    *record_index = slot.record_index.as_deref().cloned();
+    *integrity = slot
+        .integrity
+        .snapshot(slot.retained_offset, slot.metadata.tail_offset);
+    *retained_offset = Some(slot.retained_offset);
+    *visible_snapshot = slot.visible_snapshot.as_deref().cloned();
+    slot.producers.snapshot_into(producer_states);
+    *cold_raw_frontier_offset = corrected.then_some(slot.cold.raw_frontier);
+    *fork = slot.fork.as_deref().map(ForkState::to_snapshot);
+}
+
+/// `to.clone_from(from)` field by field, so the strings keep their
+/// capacity (a derived `clone_from` would allocate new ones).
+fn refill_metadata(from: &strand_model::StreamMetadata, to: &mut strand_model::StreamMetadata) {
+    let strand_model::StreamMetadata {
+        stream_id,
+        content_type,
+        status,
+        tail_offset,
+        last_stream_seq,
+        stream_ttl_seconds,
+        stream_expires_at_ms,
+        created_at_ms,
+        last_ttl_touch_at_ms,
+    } = from;
+    to.stream_id.bucket_id.clone_from(&stream_id.bucket_id);
+    to.stream_id.stream_id.clone_from(&stream_id.stream_id);
+    to.stream_id
+        .affinity_key
+        .clone_from(&stream_id.affinity_key);
+    to.content_type.clone_from(content_type);
+    to.status = *status;
+    to.tail_offset = *tail_offset;
+    to.last_stream_seq.clone_from(last_stream_seq);
+    to.stream_ttl_seconds = *stream_ttl_seconds;
+    to.stream_expires_at_ms = *stream_expires_at_ms;
+    to.created_at_ms = *created_at_ms;
+    to.last_ttl_touch_at_ms = *last_ttl_touch_at_ms;
+}
+
+/// `clear` + `extend_from_slice`: a vector overwritten with a slice's
+/// clones, keeping its capacity.
+trait Refill<T: Clone> {
+    fn clone_from_slice_or_extend(&mut self, from: &[T]);
+}
+
+impl<T: Clone> Refill<T> for Vec<T> {
+    fn clone_from_slice_or_extend(&mut self, from: &[T]) {
+        self.clear();
+        self.extend_from_slice(from);
+    }
+}
+
 /// A stream's restored cold state. The raw frontier is the written
 /// `cold_raw_frontier_offset` (corrected snapshots) when it gives back the
 /// validated effective frontier, else the effective frontier itself (the
@@ -87,6 +175,26 @@ impl StreamStateMachine {
         self.snapshot_slots()
             .into_iter()
             .map(move |slot| entry_of(slot, corrected))
+    }
+
+    /// The filler the reusing snapshot encoders take: each call writes the
+    /// next stream's snapshot entry, in snapshot order, into the one entry
+    /// they reuse (see [`refill_entry`]), or answers `false` at the end.
+    pub(crate) fn snapshot_entry_filler(
+        &self,
+    ) -> impl FnMut(&mut Option<StreamSnapshotEntry>) -> bool + '_ {
+        let corrected = self.corrected();
+        let mut slots = self.snapshot_slots().into_iter();
+        move |entry| match slots.next() {
+            None => false,
+            Some(slot) => {
+                match entry {
+                    Some(entry) => refill_entry(slot, corrected, entry),
+                    None => *entry = Some(entry_of(slot, corrected)),
+                }
+                true
+            }
+        }
     }
 
     /// Everything of [`StreamStateMachine::snapshot`] except the stream

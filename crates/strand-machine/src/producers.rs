@@ -274,6 +274,46 @@ impl Producers {
         self.get(producer_id).map(|s| s.last_items.as_slice())
     }
 
+    /// [`Producers::snapshot`] written into `out`, reusing its producers'
+    /// strings and vectors (the same value as `*out = self.snapshot()`).
+    pub(crate) fn snapshot_into(&self, out: &mut Vec<ProducerSnapshot>) {
+        let mut n = 0;
+        for (id, s) in self.map.iter().flat_map(|m| m.iter()) {
+            if n == out.len() {
+                out.push(ProducerSnapshot {
+                    producer_id: String::new(),
+                    producer_epoch: 0,
+                    producer_seq: 0,
+                    last_start_offset: 0,
+                    last_next_offset: 0,
+                    last_closed: false,
+                    last_items: Vec::new(),
+                    receipts: Vec::new(),
+                });
+            }
+            let ProducerSnapshot {
+                producer_id,
+                producer_epoch,
+                producer_seq,
+                last_start_offset,
+                last_next_offset,
+                last_closed,
+                last_items,
+                receipts,
+            } = &mut out[n];
+            producer_id.clone_from(id);
+            *producer_epoch = s.epoch;
+            *producer_seq = s.seq;
+            *last_start_offset = s.last_start_offset;
+            *last_next_offset = s.last_next_offset;
+            *last_closed = s.last_closed;
+            last_items.clone_from(&s.last_items);
+            s.receipts.write_into(receipts);
+            n += 1;
+        }
+        out.truncate(n);
+    }
+
     /// Snapshot form, sorted by producer id.
     pub(crate) fn snapshot(&self) -> Vec<ProducerSnapshot> {
         self.map
@@ -471,6 +511,45 @@ impl ReceiptLog {
             self.entries.get(i).filter(|e| e.seq == seq).map(|_| i)?
         };
         self.entries.get(index).map(|e| (index, *e))
+    }
+
+    /// [`ReceiptLog::to_vec`] written into `out`, reusing its receipts'
+    /// item vectors.
+    fn write_into(&self, out: &mut Vec<ProducerReceipt>) {
+        out.truncate(self.entries.len());
+        for (i, e) in self.entries.iter().enumerate() {
+            if i == out.len() {
+                out.push(self.expand(i, e));
+                continue;
+            }
+            let closed = e.flags & CLOSED != 0;
+            let ProducerReceipt {
+                producer_seq,
+                start_offset,
+                next_offset,
+                closed: receipt_closed,
+                items,
+            } = &mut out[i];
+            *producer_seq = e.seq;
+            *start_offset = e.start;
+            *next_offset = e.next;
+            *receipt_closed = closed;
+            if e.flags & CUSTOM_ITEMS != 0 {
+                match self.items.get(&i) {
+                    Some(custom) => items.clone_from(custom),
+                    None => items.clear(),
+                }
+            } else {
+                items.clear();
+                items.push(ProducerAppendRecord {
+                    start_offset: e.start,
+                    next_offset: e.next,
+                    closed,
+                    record_start: (e.flags & HAS_RECORD_START != 0).then_some(e.record_start),
+                    record_next: (e.flags & HAS_RECORD_NEXT != 0).then_some(e.record_next),
+                });
+            }
+        }
     }
 
     fn to_vec(&self) -> Vec<ProducerReceipt> {

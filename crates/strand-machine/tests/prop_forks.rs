@@ -308,6 +308,15 @@ impl World {
                 assert_eq!(from_json.snapshot(), snapshot);
                 let mut binary = Vec::new();
                 write_snapshot(&self.m, SnapshotFormat::Binary, &mut binary).unwrap();
+                // The writer refills one entry per stream: the same bytes
+                // as encoding each stream's own entry.
+                let mut one_by_one = Vec::new();
+                strand_snapshot::encode_binary(&mut one_by_one, &snapshot, &snapshot.streams)
+                    .unwrap();
+                assert!(binary == one_by_one, "the reused entry leaked into another");
+                let mut written_json = Vec::new();
+                write_snapshot(&self.m, SnapshotFormat::Json, &mut written_json).unwrap();
+                assert!(written_json == json, "the reused entry leaked into another");
                 let from_binary = strand_machine::restore_from_slice(&binary).unwrap();
                 assert_eq!(from_binary.snapshot(), snapshot);
                 self.m = from_binary;

@@ -52,7 +52,8 @@ pub use codec::{
     BINARY_FORMAT_VERSION, BINARY_MAGIC, CodecError, CollectSink, DEFAULT_MAX_FRAME_LEN,
     DecodeError, DecodeLimits, FILE_HEADER_LEN, FRAME_HEADER_LEN, FrameKind, FramePart, FrameRef,
     SnapshotFormat, SnapshotSink, SniffedReader, decode_binary, decode_json, decode_json_slice,
-    decode_snapshot, detect_format, encode_binary, encode_json, sniff_format,
+    decode_snapshot, detect_format, encode_binary, encode_binary_reusing, encode_json,
+    encode_json_reusing, sniff_format,
 };
 pub use digest::visible_snapshot_digest;
 pub use error::StreamSnapshotError;

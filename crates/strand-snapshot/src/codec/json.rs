@@ -100,11 +100,54 @@ fn write_entry(out: &mut Vec<u8>, entry: &StreamSnapshotEntry) -> Result<(), Cod
 /// # Errors
 ///
 /// [`CodecError::Io`] when the writer fails.
-pub fn encode_json<W, I>(mut w: W, head: &StreamSnapshot, entries: I) -> Result<(), CodecError>
+pub fn encode_json<W, I>(w: W, head: &StreamSnapshot, entries: I) -> Result<(), CodecError>
 where
     W: Write,
     I: IntoIterator,
     I::Item: Borrow<StreamSnapshotEntry>,
+{
+    encode_json_driven(w, head, |emit| {
+        for entry in entries {
+            emit(entry.borrow())?;
+        }
+        Ok(())
+    })
+}
+
+/// Like [`encode_json`], with the stream entries written into one entry
+/// that is reused, as [`encode_binary_reusing`](super::encode_binary_reusing)
+/// does: `fill` overwrites it with the next stream's entry and returns
+/// `true` (it gets `None` the first time), or returns `false` when there
+/// are no more. The bytes are the same as [`encode_json`]'s for the same
+/// entries.
+///
+/// # Errors
+///
+/// As [`encode_json`].
+pub fn encode_json_reusing<W, F>(w: W, head: &StreamSnapshot, mut fill: F) -> Result<(), CodecError>
+where
+    W: Write,
+    F: FnMut(&mut Option<StreamSnapshotEntry>) -> bool,
+{
+    encode_json_driven(w, head, |emit| {
+        let mut entry = None;
+        while fill(&mut entry) {
+            if let Some(entry) = &entry {
+                emit(entry)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The JSON writer: the group-level fields around the entries `drive`
+/// hands to the function it is given.
+fn encode_json_driven<W, D>(mut w: W, head: &StreamSnapshot, drive: D) -> Result<(), CodecError>
+where
+    W: Write,
+    D: FnOnce(
+        &mut dyn FnMut(&StreamSnapshotEntry) -> Result<(), CodecError>,
+    ) -> Result<(), CodecError>,
 {
     let StreamSnapshot {
         buckets,
@@ -123,16 +166,19 @@ where
     field(&mut out, b"{\"buckets\":", buckets)?;
     field(&mut out, b",\"erased_buckets\":", erased_buckets)?;
     out.extend_from_slice(b",\"streams\":[");
-    for (i, entry) in entries.into_iter().enumerate() {
-        if i > 0 {
+    let mut first = true;
+    drive(&mut |entry| {
+        if !first {
             out.push(b',');
         }
-        write_entry(&mut out, entry.borrow())?;
+        first = false;
+        write_entry(&mut out, entry)?;
         if out.len() >= 60 * 1024 {
             w.write_all(&out)?;
             out.clear();
         }
-    }
+        Ok(())
+    })?;
     out.push(b']');
     field(&mut out, b",\"pending_cold_gc\":", pending_cold_gc)?;
     field(&mut out, b",\"next_cold_gc_seq\":", next_cold_gc_seq)?;

@@ -69,10 +69,10 @@ pub use format::{
     BINARY_FORMAT_VERSION, BINARY_MAGIC, DEFAULT_MAX_FRAME_LEN, FILE_HEADER_LEN, FRAME_HEADER_LEN,
     FrameKind, FrameRef, SnapshotFormat, SniffedReader, detect_format, sniff_format,
 };
-pub use json::{decode_json, decode_json_slice, encode_json};
+pub use json::{decode_json, decode_json_slice, encode_json, encode_json_reusing};
 pub use reader::{DecodeLimits, decode_binary};
 pub use sink::{CollectSink, SnapshotSink};
-pub use writer::encode_binary;
+pub use writer::{encode_binary, encode_binary_reusing};
 
 use crate::wire::StreamSnapshot;
 
