@@ -233,3 +233,98 @@ impl StreamSlot {
 pub(crate) fn integrity_domain(id: &BucketStreamId) -> IntegrityDomain<'_> {
     IntegrityDomain::new(&id.bucket_id, id.affinity_key.as_deref(), &id.stream_id)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use bytes::Bytes;
+    use strand_model::{BucketStreamId, StreamAttrs, StreamMetadata};
+
+    use super::StreamSlot;
+    use crate::command::StreamCommand;
+    use crate::machine::StreamStateMachine;
+
+    fn append(id: &BucketStreamId, payload: &'static [u8]) -> StreamCommand {
+        StreamCommand::Append {
+            stream_id: id.clone(),
+            content_type: Some("text/plain".into()),
+            payload: Bytes::from_static(payload),
+            close_after: false,
+            stream_seq: None,
+            producer: None,
+            now_ms: 2,
+            record_match: None,
+        }
+    }
+
+    fn machine_with(ids: &[&BucketStreamId]) -> StreamStateMachine {
+        let mut m = StreamStateMachine::new();
+        m.apply(StreamCommand::CreateBucket {
+            bucket_id: "acme".into(),
+        });
+        for id in ids {
+            let r = m.apply(StreamCommand::CreateStream {
+                stream_id: (*id).clone(),
+                content_type: "text/plain".into(),
+                initial_payload: Bytes::new(),
+                close_after: false,
+                stream_seq: None,
+                producer: None,
+                stream_ttl_seconds: None,
+                stream_expires_at_ms: None,
+                attrs: None,
+                now_ms: 1,
+            });
+            assert!(!r.is_error(), "{r:?}");
+        }
+        m
+    }
+
+    fn boxes(m: &StreamStateMachine, id: &BucketStreamId) -> (bool, bool) {
+        let slot = m.registry.get(id).unwrap();
+        (slot.data.get().is_some(), slot.rare.get().is_some())
+    }
+
+    #[test]
+    fn an_empty_streams_slot_is_its_metadata_and_three_pointers() {
+        assert_eq!(
+            size_of::<StreamSlot>(),
+            size_of::<StreamMetadata>() + 3 * size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn the_boxes_come_with_what_they_hold_and_go_with_it() {
+        let (a, b) = (
+            BucketStreamId::new("acme", "a"),
+            BucketStreamId::new("acme", "b"),
+        );
+        let mut m = machine_with(&[&a, &b]);
+        assert_eq!(boxes(&m, &a), (false, false));
+
+        // A failed transaction leaves a stream it gave a first write to as
+        // empty as before.
+        let failed = m.append_transaction(vec![append(&a, b"x"), append(&b, b"")]);
+        assert!(failed.is_err());
+        assert_eq!(boxes(&m, &a), (false, false));
+        assert_eq!(m.head(&a).unwrap().tail_offset, 0);
+
+        assert!(!m.apply(append(&a, b"xyz")).is_error());
+        assert_eq!(boxes(&m, &a), (true, false));
+
+        let attrs = |title: Option<&str>| StreamCommand::UpdateStreamAttrs {
+            stream_id: b.clone(),
+            attrs: title.map(|t| StreamAttrs {
+                title: Some(t.into()),
+                ..StreamAttrs::default()
+            }),
+            now_ms: 3,
+        };
+        assert!(!m.apply(attrs(Some("t"))).is_error());
+        assert_eq!(boxes(&m, &b), (false, true));
+        assert_eq!(m.stream_attrs(&b).unwrap().title.as_deref(), Some("t"));
+        assert!(!m.apply(attrs(None)).is_error());
+        assert_eq!(boxes(&m, &b), (false, false));
+    }
+}
