@@ -199,7 +199,9 @@ fn record_single(
             record_start,
             record_next,
         };
-        slot.producers
+        slot.data
+            .make_mut()
+            .producers
             .record(p, &item, std::slice::from_ref(&item), receipt_limit);
     }
 }
@@ -289,7 +291,7 @@ impl StreamStateMachine {
         let len = to_u64(payload.len());
         let tail = slot.metadata.tail_offset;
         if let Evaluation::Duplicate(dup) =
-            slot.producers
+            slot.producers()
                 .evaluate(req.producer.as_ref(), self.corrected(), false)?
         {
             if payload.is_empty() {
@@ -362,6 +364,7 @@ impl StreamStateMachine {
     /// The mutation steps of an inline append to the stream under `key`
     /// (found by the checks, nothing changed since), whose id is `id`.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn commit_inline(
         &mut self,
         key: SlotKey,
@@ -410,10 +413,11 @@ impl StreamStateMachine {
             index.commit_append(p);
         }
         let domain = integrity_domain(&slot.metadata.stream_id);
-        slot.integrity
+        let data = slot.data.make_mut();
+        data.integrity
             .append_inline(domain, offset, next_offset, &bytes);
-        slot.hot.push(offset, bytes);
-        push_message_records(slot.message_records.vec_mut(), offset, next_offset, ends);
+        data.hot.push(offset, bytes);
+        push_message_records(&mut data.message_records, offset, next_offset, ends);
         let records = appended_record_count(ends, len);
         self.hot_bytes = self.hot_bytes.saturating_add(len);
         self.usage.record_append(&id.bucket_id, len, records);
@@ -445,7 +449,7 @@ impl StreamStateMachine {
         let tail = slot.metadata.tail_offset;
         let len = req.payload.payload_len;
         if let Evaluation::Duplicate(dup) =
-            slot.producers
+            slot.producers()
                 .evaluate(req.producer.as_ref(), self.corrected(), false)?
         {
             return Ok(duplicate_appended(&dup, req.producer));
@@ -499,11 +503,13 @@ impl StreamStateMachine {
         if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_append(p);
         }
-        slot.cold.raw_frontier = slot.cold.raw_frontier.max(next_offset);
+        let domain = integrity_domain(&slot.metadata.stream_id);
+        let data = slot.data.make_mut();
+        data.cold.raw_frontier = data.cold.raw_frontier.max(next_offset);
         if corrected && next_offset > offset {
             // Corrected profile: keep the external object, so snapshots and
             // reads see it (the reference keeps it only in the setsum).
-            slot.cold.push_external(ObjectPayloadRef {
+            data.cold.push_external(ObjectPayloadRef {
                 start_offset: offset,
                 end_offset: next_offset,
                 s3_path: req.payload.s3_path.clone(),
@@ -511,8 +517,7 @@ impl StreamStateMachine {
                 object_offset: 0,
             });
         }
-        let domain = integrity_domain(&slot.metadata.stream_id);
-        slot.integrity.append_external(
+        data.integrity.append_external(
             domain,
             offset,
             next_offset,
@@ -520,7 +525,7 @@ impl StreamStateMachine {
             req.payload.object_size,
         );
         push_message_records(
-            slot.message_records.vec_mut(),
+            &mut data.message_records,
             offset,
             next_offset,
             &req.record_ends,

@@ -122,7 +122,7 @@ impl StreamStateMachine {
         self.expire_if_due(id, now_ms);
         if let Some(slot) = self.registry.get(id)
             && let Evaluation::Duplicate(dup) =
-                slot.producers
+                slot.producers()
                     .evaluate(producer.as_ref(), self.corrected(), true)?
         {
             return Ok(StreamBatchAppend {
@@ -189,23 +189,27 @@ impl StreamStateMachine {
         slot.metadata.tail_offset = at;
         renew(&mut slot.metadata, now_ms, corrected);
         if let (Some(p), Some(last)) = (&producer, records.last()) {
-            slot.producers.record(p, last, &records, receipt_limit);
+            slot.data
+                .make_mut()
+                .producers
+                .record(p, last, &records, receipt_limit);
         }
         if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_append(p);
         }
         let domain = integrity_domain(&slot.metadata.stream_id);
+        let data = slot.data.make_mut();
         for ((bytes, record), item_ends) in payloads
             .into_bytes()
             .into_iter()
             .zip(&records)
             .zip(&ends.item_ends)
         {
-            slot.integrity
+            data.integrity
                 .append_inline(domain, record.start_offset, record.next_offset, &bytes);
-            slot.hot.push(record.start_offset, bytes);
+            data.hot.push(record.start_offset, bytes);
             push_message_records(
-                slot.message_records.vec_mut(),
+                &mut data.message_records,
                 record.start_offset,
                 record.next_offset,
                 item_ends,

@@ -45,12 +45,8 @@ pub fn write_snapshot<W: Write>(
     let head = machine.snapshot_without_streams();
     let w = BufWriter::with_capacity(64 << 10, w);
     match format {
-        SnapshotFormat::Json => {
-            encode_json_reusing(w, &head, machine.snapshot_entry_filler())
-        }
-        SnapshotFormat::Binary => {
-            encode_binary_reusing(w, &head, machine.snapshot_entry_filler())
-        }
+        SnapshotFormat::Json => encode_json_reusing(w, &head, machine.snapshot_entry_filler()),
+        SnapshotFormat::Binary => encode_binary_reusing(w, &head, machine.snapshot_entry_filler()),
     }
 }
 

@@ -21,6 +21,12 @@ struct ColdLists {
 }
 
 impl ColdState {
+    /// No cold data.
+    pub(crate) const EMPTY: Self = Self {
+        raw_frontier: 0,
+        lists: None,
+    };
+
     /// Cold state as a snapshot entry describes it.
     pub(crate) fn restored(
         raw_frontier: u64,

@@ -18,7 +18,7 @@ use crate::machine::StreamStateMachine;
 use crate::producers::Producers;
 use crate::response::{StreamErrorCode, StreamErrorContext, StreamResponse};
 use crate::scope::{check_external_ref, check_producer, check_retention_pair};
-use crate::slot::{StreamSlot, integrity_domain};
+use crate::slot::{SlotData, SlotRare, StreamSlot, integrity_domain};
 
 /// The initial payload of a create.
 pub(crate) enum InitialPayload {
@@ -104,7 +104,7 @@ impl StreamStateMachine {
                 && m.status == status
                 && m.stream_ttl_seconds == req.stream_ttl_seconds
                 && m.stream_expires_at_ms == req.stream_expires_at_ms
-                && existing.attrs.as_deref() == attrs.as_ref();
+                && existing.attrs() == attrs.as_ref();
             if !same {
                 return Err(StreamResponse::error(
                     StreamErrorCode::StreamAlreadyExistsConflict,
@@ -177,19 +177,22 @@ impl StreamStateMachine {
             producers.record(p, &item, std::slice::from_ref(&item), self.receipt_limit());
         }
         let hot_len = hot.len();
-        let slot = StreamSlot {
+        let slot = StreamSlot::new(
             metadata,
-            attrs: attrs.map(Box::new),
-            hot,
-            cold,
-            message_records: message_records.into(),
-            record_index: record_index.map(Box::new),
-            integrity,
-            retained_offset: 0,
-            visible_snapshot: None,
-            producers,
-            fork: None,
-        };
+            record_index,
+            SlotData {
+                hot,
+                cold,
+                message_records,
+                integrity,
+                retained_offset: 0,
+                producers,
+            },
+            SlotRare {
+                attrs: attrs.map(Box::new),
+                ..SlotRare::default()
+            },
+        );
         self.insert_slot(slot);
         self.hot_bytes = self.hot_bytes.saturating_add(hot_len);
         self.usage

@@ -119,34 +119,36 @@ impl StreamStateMachine {
                 format!("cold chunk end {end} is beyond stream '{id}' tail {tail}"),
             );
         }
-        if slot.hot.internal_start() != start {
+        if slot.hot().internal_start() != start {
             return stale(tail, "cold chunk must start at the hot prefix".into());
         }
-        if !slot.hot.covers_prefix(start, end) {
+        if !slot.hot().covers_prefix(start, end) {
             return stale(
                 tail,
                 "cold chunk does not cover contiguous hot payload".into(),
             );
         }
         if !chunk.payload_digest.is_empty()
-            && slot.hot.digest_prefix(start, end).as_deref() != Some(chunk.payload_digest.as_str())
+            && slot.hot().digest_prefix(start, end).as_deref()
+                != Some(chunk.payload_digest.as_str())
         {
             return stale(tail, "cold chunk payload is stale".into());
         }
-        let removed = slot.hot.flush_prefix(end);
-        slot.cold.raw_frontier = if corrected {
+        let data = slot.data.make_mut();
+        let removed = data.hot.flush_prefix(end);
+        data.cold.raw_frontier = if corrected {
             // Corrected profile: never lower the frontier below data the
             // chunk does not cover (external appends above it).
-            slot.cold.raw_frontier.max(end)
+            data.cold.raw_frontier.max(end)
         } else {
             end
         };
-        let retained = slot.retained_offset;
-        compact_message_records(slot.message_records.vec_mut(), retained, end);
-        let hot_start = slot.hot.public_start(slot.metadata.tail_offset);
+        let retained = data.retained_offset;
+        compact_message_records(&mut data.message_records, retained, end);
+        let hot_start = data.hot.public_start(tail);
         let shared_path = chunk.shared_object.then(|| chunk.s3_path.clone());
         if chunk.shared_object {
-            slot.cold.push_chunk(chunk);
+            data.cold.push_chunk(chunk);
         }
         self.hot_bytes = self.hot_bytes.saturating_sub(removed);
         if let Some(path) = shared_path {
@@ -203,12 +205,15 @@ impl StreamStateMachine {
         {
             return invalid("replacement does not match the compacted range");
         }
-        if all_shared && corrected && slot.cold.count_chunks(&old_chunks) != old_chunks.len() {
+        if all_shared && corrected && slot.cold().count_chunks(&old_chunks) != old_chunks.len() {
             // Corrected profile: a failed compaction changes nothing.
             return invalid("compaction input no longer matches stream state");
         }
         if all_shared {
-            let removed = slot.cold.remove_chunks(&old_chunks);
+            let removed = slot
+                .data
+                .get_mut()
+                .map_or(0, |d| d.cold.remove_chunks(&old_chunks));
             if removed != old_chunks.len() {
                 // Quirk: the matching chunks stay removed, refs unreleased.
                 return invalid("compaction input no longer matches stream state");
@@ -247,10 +252,10 @@ impl StreamStateMachine {
             .registry
             .get(stream_id)
             .ok_or_else(|| not_found(stream_id))?;
-        let from = slot.hot.public_start(slot.metadata.tail_offset);
+        let from = slot.hot().public_start(slot.metadata.tail_offset);
         Ok(plan_from(
             stream_id,
-            &slot.hot,
+            slot.hot(),
             from,
             min_hot_bytes,
             max_flush_bytes,
@@ -280,8 +285,8 @@ impl StreamStateMachine {
         let mut hot_streams: Vec<Reverse<ById<'_>>> = Vec::new();
         for slot in self.registry.slots_in_arena_order() {
             let remaining = slot
-                .hot
-                .remaining_len_from(slot.hot.public_start(slot.metadata.tail_offset));
+                .hot()
+                .remaining_len_from(slot.hot().public_start(slot.metadata.tail_offset));
             if remaining > 0 {
                 initial = initial.saturating_add(remaining);
                 hot_streams.push(Reverse(ById(slot)));
@@ -295,9 +300,9 @@ impl StreamStateMachine {
         }
         let mut batch_bytes = 0usize;
         'streams: while let Some(Reverse(ById(slot))) = heap.pop() {
-            let mut from = slot.hot.public_start(slot.metadata.tail_offset);
+            let mut from = slot.hot().public_start(slot.metadata.tail_offset);
             while candidates.len() < max_candidates {
-                let Some(c) = plan_from(slot.id(), &slot.hot, from, 1, max_flush_bytes) else {
+                let Some(c) = plan_from(slot.id(), slot.hot(), from, 1, max_flush_bytes) else {
                     continue 'streams;
                 };
                 let Some(next) = batch_bytes.checked_add(c.payload.len()) else {

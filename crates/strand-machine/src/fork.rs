@@ -13,7 +13,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use strand_integrity::StreamIntegrity;
 use strand_model::{
     BucketStreamId, StreamAttrs, StreamMetadata, StreamStatus, normalize_stream_attrs,
     validate_stream_attrs_size,
@@ -23,12 +22,11 @@ use strand_snapshot::{ForkOriginSnapshot, ForkPinSnapshot, ForkUnpinSnapshot, St
 
 use crate::append::{InlineAppend, Payload, quota_error};
 use crate::cold::ColdState;
-use crate::hot::{HotBuffer, to_u64};
+use crate::hot::to_u64;
 use crate::machine::StreamStateMachine;
-use crate::producers::Producers;
 use crate::response::{StreamErrorCode, StreamResponse};
 use crate::scope::{check_retention_pair, not_found};
-use crate::slot::{BoxedVec, StreamSlot};
+use crate::slot::{SlotData, SlotRare, StreamSlot};
 
 /// Where a fork branches off its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,17 +101,17 @@ impl ForkState {
 impl StreamSlot {
     /// Whether the stream was deleted while forks read through it.
     pub(crate) fn soft_deleted(&self) -> bool {
-        self.fork.as_ref().is_some_and(|f| f.soft_deleted)
+        self.fork().is_some_and(|f| f.soft_deleted)
     }
 
     /// Whether forks read through the stream.
     pub(crate) fn pinned(&self) -> bool {
-        self.fork.as_ref().is_some_and(|f| !f.pins.is_empty())
+        self.fork().is_some_and(|f| !f.pins.is_empty())
     }
 
     /// The fork origin, while the stream still reads through its source.
     pub(crate) fn origin(&self) -> Option<&ForkOrigin> {
-        self.fork.as_ref().and_then(|f| f.origin.as_ref())
+        self.fork().and_then(|f| f.origin.as_ref())
     }
 
     /// The first readable offset: a fork's inherited start, else the
@@ -121,14 +119,14 @@ impl StreamSlot {
     pub(crate) fn logical_start(&self) -> u64 {
         match self.origin() {
             Some(o) => o.inherited_start,
-            None => self.retained_offset,
+            None => self.retained_offset(),
         }
     }
 
     /// Takes the fork origin when retention reached `retained`, past the
     /// fork offset (the inherited range is no longer readable).
     pub(crate) fn release_origin_below(&mut self, retained: u64) -> Option<ForkOrigin> {
-        let fork = self.fork.as_mut()?;
+        let fork = self.fork_state_mut()?;
         if fork.origin.as_ref()?.fork_offset >= retained {
             return None;
         }
@@ -138,13 +136,13 @@ impl StreamSlot {
     }
 
     fn fork_mut(&mut self) -> &mut ForkState {
-        self.fork.get_or_insert_default()
+        self.fork_or_default()
     }
 
     /// Drops the fork state once nothing is left in it.
     fn tidy_fork(&mut self) {
-        if self.fork.as_ref().is_some_and(|f| f.is_empty()) {
-            self.fork = None;
+        if self.fork().is_some_and(ForkState::is_empty) {
+            self.clear_fork();
         }
     }
 }
@@ -216,7 +214,7 @@ impl StreamStateMachine {
         }
         let tail = slot.metadata.tail_offset;
         let message_end = slot
-            .message_records
+            .message_records()
             .iter()
             .find(|r| r.start_offset <= offset && offset < r.end_offset)
             .map(|r| r.end_offset);
@@ -349,8 +347,7 @@ impl StreamStateMachine {
             };
         };
         let unpinned = slot
-            .fork
-            .as_mut()
+            .fork_state_mut()
             .is_some_and(|f| f.pins.remove(&(fork.clone(), pin)).is_some());
         let remove = slot.soft_deleted() && !slot.pinned();
         slot.tidy_fork();
@@ -415,7 +412,7 @@ impl StreamStateMachine {
                 && closed == req.close_after
                 && m.stream_ttl_seconds == req.stream_ttl_seconds
                 && m.stream_expires_at_ms == req.stream_expires_at_ms
-                && existing.attrs.as_deref() == attrs.as_ref();
+                && existing.attrs() == attrs.as_ref();
             if !same {
                 return Err(StreamResponse::error(
                     StreamErrorCode::StreamAlreadyExistsConflict,
@@ -442,7 +439,7 @@ impl StreamStateMachine {
             let index = StreamRecordIndex::restore(first, Vec::new(), f, f).map_err(|e| {
                 StreamResponse::error(StreamErrorCode::InvalidRecordBoundaries, e.to_string())
             })?;
-            Some(Box::new(index))
+            Some(index)
         } else {
             None
         };
@@ -461,29 +458,30 @@ impl StreamStateMachine {
         // The effective frontier of a stream retained from `f` is `f`; the
         // raw one is set to match, so a restored fork is the same fork.
         cold.raw_frontier = f;
-        let slot = StreamSlot {
+        let slot = StreamSlot::new(
             metadata,
-            attrs: attrs.map(Box::new),
-            hot: HotBuffer::default(),
-            cold,
-            message_records: BoxedVec::from(Vec::new()),
             record_index,
-            integrity: StreamIntegrity::new(),
-            retained_offset: f,
-            visible_snapshot: None,
-            producers: Producers::default(),
-            fork: Some(Box::new(ForkState {
-                origin: Some(ForkOrigin {
-                    source: req.source.clone(),
-                    fork_offset: f,
-                    pin: req.pin,
-                    sub_offset: req.sub_offset,
-                    inherited_start: req.inherited_start,
-                }),
-                pins: BTreeMap::new(),
-                soft_deleted: false,
-            })),
-        };
+            SlotData {
+                cold,
+                retained_offset: f,
+                ..SlotData::default()
+            },
+            SlotRare {
+                attrs: attrs.map(Box::new),
+                visible_snapshot: None,
+                fork: Some(Box::new(ForkState {
+                    origin: Some(ForkOrigin {
+                        source: req.source.clone(),
+                        fork_offset: f,
+                        pin: req.pin,
+                        sub_offset: req.sub_offset,
+                        inherited_start: req.inherited_start,
+                    }),
+                    pins: BTreeMap::new(),
+                    soft_deleted: false,
+                })),
+            },
+        );
         self.insert_slot(slot);
         self.usage.record_stream_created(&id.bucket_id, 0, 0);
         let content_type = req.content_type.clone();
@@ -528,7 +526,7 @@ impl StreamStateMachine {
     /// unpin (the engine rolls its pin back itself).
     fn remove_unqueued(&mut self, id: &BucketStreamId) {
         if let Some(slot) = self.registry.get_mut(id) {
-            slot.fork = None;
+            slot.clear_fork();
         }
         self.remove_stream_state(id);
     }

@@ -32,6 +32,11 @@ pub(crate) fn to_u64(value: usize) -> u64 {
 }
 
 impl HotBuffer {
+    /// No chunks.
+    pub(crate) const EMPTY: Self = Self {
+        chunks: VecDeque::new(),
+    };
+
     /// Total bytes held (summed: an empty stream keeps no counter).
     pub(crate) fn len(&self) -> u64 {
         self.chunks

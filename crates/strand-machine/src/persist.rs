@@ -15,31 +15,31 @@ use crate::hot::{HotBuffer, HotChunk};
 use crate::machine::StreamStateMachine;
 use crate::producers::Producers;
 use crate::response::{StreamErrorCode, StreamResponse};
-use crate::slot::StreamSlot;
+use crate::slot::{SlotData, SlotRare, StreamSlot};
 use crate::ttl::TtlIndex;
 
 fn entry_of(slot: &StreamSlot, corrected: bool) -> StreamSnapshotEntry {
     StreamSnapshotEntry {
         metadata: slot.metadata.clone(),
-        attrs: slot.attrs.as_deref().cloned(),
-        hot_start_offset: slot.hot.public_start(slot.metadata.tail_offset),
-        payload: slot.hot.payload(),
-        hot_segments: slot.hot.segments(),
+        attrs: slot.attrs().cloned(),
+        hot_start_offset: slot.hot().public_start(slot.metadata.tail_offset),
+        payload: slot.hot().payload(),
+        hot_segments: slot.hot().segments(),
         cold_frontier_offset: slot.cold_frontier(),
         cold_index_generation: 0,
-        cold_chunks: slot.cold.chunks().to_vec(),
-        external_segments: slot.cold.external().to_vec(),
-        message_records: slot.message_records.to_vec(),
+        cold_chunks: slot.cold().chunks().to_vec(),
+        external_segments: slot.cold().external().to_vec(),
+        message_records: slot.message_records().to_vec(),
         record_index: slot.record_index.as_deref().cloned(),
         integrity: slot
-            .integrity
-            .snapshot(slot.retained_offset, slot.metadata.tail_offset),
-        retained_offset: Some(slot.retained_offset),
-        visible_snapshot: slot.visible_snapshot.as_deref().cloned(),
-        producer_states: slot.producers.snapshot(),
+            .integrity()
+            .snapshot(slot.retained_offset(), slot.metadata.tail_offset),
+        retained_offset: Some(slot.retained_offset()),
+        visible_snapshot: slot.visible_snapshot().cloned(),
+        producer_states: slot.producers().snapshot(),
         // Corrected profile: the raw frontier too, so restore is exact.
-        cold_raw_frontier_offset: corrected.then_some(slot.cold.raw_frontier),
-        fork: slot.fork.as_deref().map(ForkState::to_snapshot),
+        cold_raw_frontier_offset: corrected.then_some(slot.cold().raw_frontier),
+        fork: slot.fork().map(ForkState::to_snapshot),
     }
 }
 
@@ -69,24 +69,24 @@ fn refill_entry(slot: &StreamSlot, corrected: bool, entry: &mut StreamSnapshotEn
         fork,
     } = entry;
     refill_metadata(&slot.metadata, metadata);
-    *attrs = slot.attrs.as_deref().cloned();
-    *hot_start_offset = slot.hot.public_start(slot.metadata.tail_offset);
-    slot.hot.payload_into(payload);
-    slot.hot.segments_into(hot_segments);
+    *attrs = slot.attrs().cloned();
+    *hot_start_offset = slot.hot().public_start(slot.metadata.tail_offset);
+    slot.hot().payload_into(payload);
+    slot.hot().segments_into(hot_segments);
     *cold_frontier_offset = slot.cold_frontier();
     *cold_index_generation = 0;
-    cold_chunks.clone_from_slice_or_extend(slot.cold.chunks());
-    external_segments.clone_from_slice_or_extend(slot.cold.external());
-    message_records.clone_from_slice_or_extend(&slot.message_records);
+    cold_chunks.clone_from_slice_or_extend(slot.cold().chunks());
+    external_segments.clone_from_slice_or_extend(slot.cold().external());
+    message_records.clone_from_slice_or_extend(slot.message_records());
     *record_index = slot.record_index.as_deref().cloned();
     *integrity = slot
-        .integrity
-        .snapshot(slot.retained_offset, slot.metadata.tail_offset);
-    *retained_offset = Some(slot.retained_offset);
-    *visible_snapshot = slot.visible_snapshot.as_deref().cloned();
-    slot.producers.snapshot_into(producer_states);
-    *cold_raw_frontier_offset = corrected.then_some(slot.cold.raw_frontier);
-    *fork = slot.fork.as_deref().map(ForkState::to_snapshot);
+        .integrity()
+        .snapshot(slot.retained_offset(), slot.metadata.tail_offset);
+    *retained_offset = Some(slot.retained_offset());
+    *visible_snapshot = slot.visible_snapshot().cloned();
+    slot.producers().snapshot_into(producer_states);
+    *cold_raw_frontier_offset = corrected.then_some(slot.cold().raw_frontier);
+    *fork = slot.fork().map(ForkState::to_snapshot);
 }
 
 /// `to.clone_from(from)` field by field, so the strings keep their
@@ -331,33 +331,37 @@ impl MachineRestorer {
             })
         });
         let bucket_id = entry.metadata.stream_id.bucket_id.clone();
-        let slot = StreamSlot {
-            metadata: entry.metadata,
-            attrs: normalize_stream_attrs(entry.attrs).map(Box::new),
-            hot,
-            cold: restored_cold(
-                entry.cold_frontier_offset,
-                entry.cold_raw_frontier_offset,
-                checked.retained_offset,
-                entry.cold_chunks,
-                entry.external_segments,
-            ),
-            message_records: entry.message_records.into(),
-            record_index: entry.record_index.map(Box::new),
-            integrity: checked.integrity,
-            retained_offset: checked.retained_offset,
-            visible_snapshot,
-            producers,
-            fork: entry.fork.and_then(ForkState::from_snapshot),
-        };
+        let slot = StreamSlot::new(
+            entry.metadata,
+            entry.record_index,
+            SlotData {
+                hot,
+                cold: restored_cold(
+                    entry.cold_frontier_offset,
+                    entry.cold_raw_frontier_offset,
+                    checked.retained_offset,
+                    entry.cold_chunks,
+                    entry.external_segments,
+                ),
+                message_records: entry.message_records,
+                integrity: checked.integrity,
+                retained_offset: checked.retained_offset,
+                producers,
+            },
+            SlotRare {
+                attrs: normalize_stream_attrs(entry.attrs).map(Box::new),
+                visible_snapshot,
+                fork: entry.fork.and_then(ForkState::from_snapshot),
+            },
+        );
         let m = &mut self.machine;
         if slot.soft_deleted() {
             m.soft_deleted_streams += 1;
         }
-        for chunk in slot.cold.chunks().iter().filter(|c| c.shared_object) {
+        for chunk in slot.cold().chunks().iter().filter(|c| c.shared_object) {
             m.shared.retain(&chunk.s3_path, &bucket_id);
         }
-        m.hot_bytes = m.hot_bytes.saturating_add(slot.hot.len());
+        m.hot_bytes = m.hot_bytes.saturating_add(slot.hot().len());
         self.gauges.push((bucket_id, slot.retained_bytes()));
         m.insert_slot(slot);
         Ok(())

@@ -106,6 +106,9 @@ fn seq_conflict(expected: u64, received: u64, message: String) -> StreamResponse
 }
 
 impl Producers {
+    /// No producer.
+    pub(crate) const EMPTY: Self = Self { map: None };
+
     /// Evaluates a request (spec 04 §2.5). `None` always accepts.
     ///
     /// With `corrected`, a retry of an accepted sequence whose receipt was

@@ -34,9 +34,7 @@ impl StreamStateMachine {
 
     /// The stream's attributes, if any.
     pub fn stream_attrs(&self, stream_id: &BucketStreamId) -> Option<&StreamAttrs> {
-        self.registry
-            .get(stream_id)
-            .and_then(|s| s.attrs.as_deref())
+        self.registry.get(stream_id).and_then(|s| s.attrs())
     }
 
     /// First hot byte offset; the tail when the hot buffer is empty; 0 for a
@@ -44,35 +42,35 @@ impl StreamStateMachine {
     pub fn hot_start_offset(&self, stream_id: &BucketStreamId) -> u64 {
         self.registry
             .get(stream_id)
-            .map_or(0, |s| s.hot.public_start(s.metadata.tail_offset))
+            .map_or(0, |s| s.hot().public_start(s.metadata.tail_offset))
     }
 
     /// The destructive-retention floor; 0 for a missing stream.
     pub fn retained_offset(&self, stream_id: &BucketStreamId) -> u64 {
         self.registry
             .get(stream_id)
-            .map_or(0, |s| s.retained_offset)
+            .map_or(0, |s| s.retained_offset())
     }
 
     /// Stored cold chunks (shared chunks and restored ones).
     pub fn cold_chunks(&self, stream_id: &BucketStreamId) -> &[ColdChunkRef] {
         self.registry
             .get(stream_id)
-            .map_or(&[], |s| s.cold.chunks())
+            .map_or(&[], |s| s.cold().chunks())
     }
 
     /// Stored external segments (only ever filled by restore).
     pub fn external_segments(&self, stream_id: &BucketStreamId) -> &[ObjectPayloadRef] {
         self.registry
             .get(stream_id)
-            .map_or(&[], |s| s.cold.external())
+            .map_or(&[], |s| s.cold().external())
     }
 
     /// One segment per hot chunk.
     pub fn hot_segments(&self, stream_id: &BucketStreamId) -> Vec<HotPayloadSegment> {
         self.registry
             .get(stream_id)
-            .map(|s| s.hot.segments())
+            .map(|s| s.hot().segments())
             .unwrap_or_default()
     }
 
@@ -80,7 +78,7 @@ impl StreamStateMachine {
     pub fn hot_payload_len(&self, stream_id: &BucketStreamId) -> Result<u64, StreamResponse> {
         self.registry
             .get(stream_id)
-            .map(|s| s.hot.len())
+            .map(|s| s.hot().len())
             .ok_or_else(|| not_found(stream_id))
     }
 
@@ -129,8 +127,8 @@ impl StreamStateMachine {
             .get(stream_id)
             .ok_or_else(|| not_found(stream_id))?;
         Ok(slot
-            .integrity
-            .snapshot(slot.retained_offset, slot.metadata.tail_offset))
+            .integrity()
+            .snapshot(slot.retained_offset(), slot.metadata.tail_offset))
     }
 
     /// The stream's retained record range (JSON streams with coordinates).
@@ -172,7 +170,7 @@ impl StreamStateMachine {
             return Ok(None);
         };
         if let Some(p) = producer
-            && let Some(items) = slot.producers.last_items(&p.producer_id)
+            && let Some(items) = slot.producers().last_items(&p.producer_id)
             && let Some(item) = items
                 .iter()
                 .find(|i| i.start_offset == start_offset && i.next_offset == next_offset)
@@ -198,7 +196,7 @@ impl StreamStateMachine {
     ) -> Result<Option<StreamVisibleSnapshot>, StreamResponse> {
         self.registry
             .get(stream_id)
-            .map(|s| s.visible_snapshot.as_deref().cloned())
+            .map(|s| s.visible_snapshot().cloned())
             .ok_or_else(|| not_found(stream_id))
     }
 
@@ -227,10 +225,10 @@ impl StreamStateMachine {
             .registry
             .get(stream_id)
             .ok_or_else(|| not_found(stream_id))?;
-        let snapshot = slot.visible_snapshot.as_deref().cloned();
+        let snapshot = slot.visible_snapshot().cloned();
         let from = snapshot.as_ref().map_or(0, |s| s.offset);
         let updates = slot
-            .message_records
+            .message_records()
             .iter()
             .filter(|r| r.start_offset >= from)
             .cloned()
@@ -256,7 +254,7 @@ impl StreamStateMachine {
     ) -> Option<(u64, u64)> {
         self.registry
             .get(stream_id)?
-            .producers
+            .producers()
             .position(producer_id)
     }
 }

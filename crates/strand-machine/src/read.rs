@@ -159,7 +159,7 @@ impl StreamStateMachine {
                 format!("offset {offset} is beyond stream '{stream_id}' tail {tail}"),
             ));
         }
-        let retained = slot.retained_offset;
+        let retained = slot.retained_offset();
         if offset < retained {
             return Err(StreamResponse::error_at(
                 StreamErrorCode::StreamGone,
@@ -214,7 +214,7 @@ impl StreamStateMachine {
         let (slot, end) = self.read_range(stream_id, offset, max_len, now_ms)?;
         let mut slices = Vec::new();
         let mut cursor = offset;
-        for chunk in slot.hot.chunks() {
+        for chunk in slot.hot().chunks() {
             if cursor >= end {
                 break;
             }
@@ -291,10 +291,10 @@ impl StreamStateMachine {
         now_ms: Option<u64>,
     ) -> Result<StreamReadPlan, StreamResponse> {
         let (slot, end) = self.read_range(stream_id, offset, max_len, now_ms)?;
-        let (tail, retained) = (slot.metadata.tail_offset, slot.retained_offset);
+        let (tail, retained) = (slot.metadata.tail_offset, slot.retained_offset());
 
         let mut hot: Vec<(u64, StreamReadSegment)> = Vec::new();
-        for chunk in slot.hot.chunks() {
+        for chunk in slot.hot().chunks() {
             let s = chunk.start.max(offset);
             let e = chunk.end.min(end);
             if s < e {
@@ -303,14 +303,14 @@ impl StreamStateMachine {
                 hot.push((s, StreamReadSegment::Hot(chunk.bytes[from..to].to_vec())));
             }
         }
-        let cold_end = end.min(slot.cold.frontier(retained));
+        let cold_end = end.min(slot.cold().frontier(retained));
         let mut direct: Vec<(u64, u64)> = slot
-            .cold
+            .cold()
             .chunks()
             .iter()
             .map(|c| (c.start_offset, c.end_offset))
             .chain(
-                slot.cold
+                slot.cold()
                     .external()
                     .iter()
                     .map(|s| (s.start_offset, s.end_offset)),
@@ -332,10 +332,10 @@ impl StreamStateMachine {
             cursor = cursor.max(he);
         }
         emit_excluding(&mut segments, &direct, cursor, cold_end);
-        for chunk in slot.cold.chunks() {
+        for chunk in slot.cold().chunks() {
             object_piece(&mut segments, ObjectPayloadRef::from(chunk), offset, end);
         }
-        for ext in slot.cold.external() {
+        for ext in slot.cold().external() {
             object_piece(&mut segments, ext.clone(), offset, end);
         }
         segments.extend(hot);

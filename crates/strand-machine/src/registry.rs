@@ -1,7 +1,8 @@
 //! The stream registry: a slot arena that reproduces the reference's slot
 //! order (LIFO reuse of freed indices, versions) used by snapshot ordering
 //! and TTL tie-breaks (spec 03 §7.1, 07 §3.2), plus an id index that stores
-//! only slot keys (the id itself lives once, in the slot's metadata).
+//! only arena indices (the id itself lives once, in the slot's metadata,
+//! and the version in the arena).
 
 use std::collections::BTreeMap;
 
@@ -53,8 +54,9 @@ pub(crate) struct Registry {
     arena: Vec<ArenaEntry>,
     /// Freed indices, most recent last.
     free: Vec<u32>,
-    /// Keys of live slots, hashed by the slot's id.
-    index: HashTable<SlotKey>,
+    /// Arena indices (from 1) of live slots, hashed by the slot's id: 4
+    /// bytes a bucket, the version is the arena's.
+    index: HashTable<u32>,
     hasher: RandomState,
     /// Live streams per bucket.
     per_bucket: BTreeMap<String, usize>,
@@ -70,6 +72,14 @@ impl Default for Registry {
             per_bucket: BTreeMap::new(),
         }
     }
+}
+
+/// The live slot at arena index `index` (from 1).
+fn live_at(arena: &[ArenaEntry], index: u32) -> Option<&StreamSlot> {
+    arena
+        .get((index as usize).saturating_sub(1))?
+        .slot
+        .as_deref()
 }
 
 fn slot_at(arena: &[ArenaEntry], key: SlotKey) -> Option<&StreamSlot> {
@@ -90,9 +100,11 @@ impl Registry {
     pub(crate) fn key(&self, id: &BucketStreamId) -> Option<SlotKey> {
         let hash = self.hasher.hash_one(id);
         let arena = &self.arena;
-        self.index
-            .find(hash, |k| slot_at(arena, *k).is_some_and(|s| s.id() == id))
-            .copied()
+        let index = *self
+            .index
+            .find(hash, |i| live_at(arena, *i).is_some_and(|s| s.id() == id))?;
+        let version = arena.get((index as usize).saturating_sub(1))?.version;
+        Some(SlotKey { index, version })
     }
 
     /// Whether a live stream has this id.
@@ -151,8 +163,8 @@ impl Registry {
             SlotKey { index, version: 1 }
         };
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.index.insert_unique(hash, key, |k| {
-            slot_at(arena, *k).map_or(0, |s| hasher.hash_one(s.id()))
+        self.index.insert_unique(hash, key.index, |i| {
+            live_at(arena, *i).map_or(0, |s| hasher.hash_one(s.id()))
         });
         key
     }
@@ -163,13 +175,13 @@ impl Registry {
         let arena = &self.arena;
         let entry = self
             .index
-            .find_entry(hash, |k| slot_at(arena, *k).is_some_and(|s| s.id() == id))
+            .find_entry(hash, |i| live_at(arena, *i).is_some_and(|s| s.id() == id))
             .ok()?;
-        let (key, _) = entry.remove();
-        let e = self.arena.get_mut(key.position())?;
+        let (index, _) = entry.remove();
+        let e = self.arena.get_mut((index as usize).saturating_sub(1))?;
         let slot = e.slot.take()?;
         e.version = e.version.wrapping_add(1);
-        self.free.push(key.index);
+        self.free.push(index);
         if let Some(count) = self.per_bucket.get_mut(&id.bucket_id) {
             *count -= 1;
             if *count == 0 {

@@ -47,9 +47,12 @@ pub(crate) fn compact_message_records(
 /// `base` (spec 05 §6.4).
 fn aligned(slot: &StreamSlot, offset: u64, base: u64) -> bool {
     offset == base
-        || offset <= slot.cold.frontier(base)
-        || offset <= slot.hot.internal_start()
-        || slot.message_records.iter().any(|r| r.end_offset == offset)
+        || offset <= slot.cold().frontier(base)
+        || offset <= slot.hot().internal_start()
+        || slot
+            .message_records()
+            .iter()
+            .any(|r| r.end_offset == offset)
 }
 
 /// The stream's record range with errors mapped to `None`.
@@ -83,7 +86,7 @@ impl StreamStateMachine {
             return not_found(id);
         };
         let tail = slot.metadata.tail_offset;
-        let retained = slot.retained_offset;
+        let retained = slot.retained_offset();
         if snapshot_offset < retained {
             return StreamResponse::error_at(
                 StreamErrorCode::StreamGone,
@@ -100,13 +103,12 @@ impl StreamStateMachine {
         let digest = visible_snapshot_digest(&content_type, &payload);
         if let Some(expected) = &expected_digest
             && slot
-                .visible_snapshot
-                .as_ref()
+                .visible_snapshot()
                 .is_none_or(|current| &current.digest != expected)
         {
             return conflict(tail, "snapshot digest precondition failed".into());
         }
-        if let Some(current) = &slot.visible_snapshot {
+        if let Some(current) = slot.visible_snapshot() {
             if snapshot_offset < current.offset {
                 return conflict(tail, "snapshot is older than the latest snapshot".into());
             }
@@ -129,12 +131,12 @@ impl StreamStateMachine {
             );
         }
         let record_range = current_record_range(slot);
-        slot.visible_snapshot = Some(Box::new(StreamVisibleSnapshot {
+        slot.set_visible_snapshot(StreamVisibleSnapshot {
             offset: snapshot_offset,
             content_type,
             payload: payload.to_vec(),
             digest: digest.clone(),
-        }));
+        });
         StreamResponse::SnapshotPublished {
             snapshot_offset,
             snapshot_digest: digest,
@@ -158,14 +160,14 @@ impl StreamStateMachine {
             return not_found(id);
         };
         let tail = slot.metadata.tail_offset;
-        let current = slot.retained_offset;
+        let current = slot.retained_offset();
         if r < current {
             return conflict(
                 tail,
                 format!("retention offset {r} is older than {current}"),
             );
         }
-        let Some(checkpoint) = slot.visible_snapshot.as_ref().map(|s| s.offset) else {
+        let Some(checkpoint) = slot.visible_snapshot().map(|s| s.offset) else {
             return conflict(tail, "retention needs a published snapshot".into());
         };
         if r > checkpoint {
@@ -199,15 +201,16 @@ impl StreamStateMachine {
             Err(e) => return record_error(e, tail),
         };
         // Frontier from the state before compaction, with the new offset.
-        let frontier = slot.cold.frontier(r).max(slot.hot.internal_start());
-        slot.retained_offset = r;
-        compact_message_records(slot.message_records.vec_mut(), r, frontier);
+        let frontier = slot.cold().frontier(r).max(slot.hot().internal_start());
         if let (Some(p), Some(index)) = (pending, slot.record_index.as_deref_mut()) {
             index.commit_retain(p);
         }
-        slot.integrity.evict_before(r);
-        let dropped_paths = slot.cold.drop_below(r);
-        let removed_hot = slot.hot.flush_prefix(r);
+        let data = slot.data.make_mut();
+        data.retained_offset = r;
+        compact_message_records(&mut data.message_records, r, frontier);
+        data.integrity.evict_before(r);
+        let dropped_paths = data.cold.drop_below(r);
+        let removed_hot = data.hot.flush_prefix(r);
         let record_range = current_record_range(slot);
         // A fork retained past its fork offset no longer reads through its
         // source: it lets go of it.
@@ -236,7 +239,7 @@ impl StreamStateMachine {
         let Some(slot) = self.registry.get(stream_id) else {
             return not_found(stream_id);
         };
-        match &slot.visible_snapshot {
+        match slot.visible_snapshot() {
             Some(s) if s.offset == snapshot_offset => StreamResponse::error(
                 StreamErrorCode::SnapshotConflict,
                 "snapshot is the latest visible snapshot",

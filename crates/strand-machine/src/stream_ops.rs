@@ -40,9 +40,9 @@ impl StreamStateMachine {
         if let Err(reason) = validate_stream_attrs_size(attrs.as_ref()) {
             return StreamResponse::error(StreamErrorCode::InvalidStreamAttrs, reason);
         }
-        let changed = slot.attrs.as_deref() != attrs.as_ref();
+        let changed = slot.attrs() != attrs.as_ref();
         if changed {
-            slot.attrs = attrs.map(Box::new);
+            slot.set_attrs(attrs);
         }
         StreamResponse::AttrsUpdated { changed }
     }

@@ -14,6 +14,7 @@ use crate::machine::StreamStateMachine;
 use crate::producers::ProducerState;
 use crate::response::{StreamErrorCode, StreamResponse};
 use crate::scope::not_found;
+use crate::slot::SlotData;
 use crate::ttl::expired;
 
 /// What rolling back one stream needs.
@@ -79,17 +80,17 @@ impl StreamStateMachine {
                 .or_insert_with(|| self.usage.usage(&stream_id.bucket_id).copied());
             let entry = undo.entry(stream_id.clone()).or_insert_with(|| StreamUndo {
                 metadata: slot.metadata.clone(),
-                hot_chunks: slot.hot.chunk_count(),
-                message_records: slot.message_records.len(),
+                hot_chunks: slot.hot().chunk_count(),
+                message_records: slot.message_records().len(),
                 index: slot.record_index.as_deref().map(|i| i.checkpoint()),
-                integrity: slot.integrity,
+                integrity: slot.integrity(),
                 producers: BTreeMap::new(),
             });
             if let Some(p) = producer {
                 entry
                     .producers
                     .entry(p.producer_id.clone())
-                    .or_insert_with(|| slot.producers.get(&p.producer_id).cloned());
+                    .or_insert_with(|| slot.producers().get(&p.producer_id).cloned());
             }
         }
         let hot_bytes = self.hot_bytes;
@@ -129,17 +130,22 @@ impl StreamStateMachine {
                         continue;
                     };
                     slot.metadata = u.metadata;
-                    slot.hot.truncate(u.hot_chunks);
-                    slot.message_records.truncate(u.message_records);
                     if let (Some(index), Some(checkpoint)) =
                         (slot.record_index.as_deref_mut(), u.index)
                     {
                         index.rollback(checkpoint);
                     }
-                    slot.integrity = u.integrity;
-                    for (producer_id, state) in u.producers {
-                        slot.producers.put(producer_id, state);
+                    if let Some(data) = slot.data.get_mut() {
+                        data.hot.truncate(u.hot_chunks);
+                        data.message_records.truncate(u.message_records);
+                        data.integrity = u.integrity;
+                        for (producer_id, state) in u.producers {
+                            data.producers.put(producer_id, state);
+                        }
                     }
+                    // A stream the transaction gave its first write to
+                    // goes back to holding nothing.
+                    slot.data.tidy(|d| *d == SlotData::default());
                 }
                 return Err(response);
             }
