@@ -12,6 +12,8 @@
 //! * `snapshot_encode_binary`: `write_snapshot(.., SnapshotFormat::Binary, ..)`
 //!   into a `Vec<u8>`.
 //! * `snapshot_decode_restore_binary`: `restore_from` of those bytes.
+//! * `snapshot_build_only` / `snapshot_restore_only`: `snapshot()` and
+//!   `restore()` alone, strand's own share of the serde path.
 //! * `snapshot_clone_machine`: `StreamStateMachine::clone` of the fixture,
 //!   what a group task spends before handing its state to an encoder off
 //!   the task (the engine's replicated snapshots do that).
@@ -146,4 +148,22 @@ fn snapshot_decode_restore_binary(bencher: Bencher) {
 fn snapshot_clone_machine(bencher: Bencher) {
     let machine = fixture();
     bencher.bench_local(|| machine.clone());
+}
+
+/// `snapshot()` alone: strand's share of the serde encode path (the rest
+/// is `serde_json` writing the value).
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn snapshot_build_only(bencher: Bencher) {
+    let machine = fixture();
+    bencher.bench_local(|| machine.snapshot());
+}
+
+/// `restore()` of a decoded snapshot alone (the decoded value is built
+/// outside the timed region): strand's share of the serde decode path.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn snapshot_restore_only(bencher: Bencher) {
+    let snapshot = fixture().snapshot();
+    bencher
+        .with_inputs(|| snapshot.clone())
+        .bench_local_values(|s| StreamStateMachine::restore(s).expect("snapshot restores"));
 }
