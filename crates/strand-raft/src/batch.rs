@@ -16,7 +16,10 @@
 //! [`BATCHES_IN_FLIGHT`] batches per peer are in flight at once, so a
 //! batch held up by a slow group (an fsync) does not stop the other
 //! groups' heartbeats; while every slot is taken, messages queue up and
-//! go together in the next batch. Every message keeps its own deadline
+//! go together in the next batch (and a task finding a single message
+//! queued yields once first, so the groups woken together by one batch's
+//! answers send their next messages into the same batch). Every message
+//! keeps its own deadline
 //! (openraft's `hard_ttl`): its caller gives up at the deadline whatever
 //! the batch does, a message whose caller has gone is not sent, and a
 //! batch gives up at the latest deadline of its messages. A peer that
@@ -439,6 +442,12 @@ async fn run_peer(
                 None => break,
             },
         };
+        if rx.is_empty() {
+            // The answers of one batch wake several groups at once, and
+            // each sends its next message: let them queue it before this
+            // batch is closed (one turn of the scheduler, no timer).
+            tokio::task::yield_now().await;
+        }
         let mut bytes = first.body.len();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH_MESSAGES {
@@ -639,6 +648,162 @@ mod tests {
         // Not an array at all.
         assert!(decode_batch(b"\xa3abc").is_err());
         assert!(decode_answers(&Bytes::from_static(b"\x91\x92\xc3\xc4\x05ab"), 1).is_err());
+    }
+
+    /// A loopback HTTP/1.1 server (keep-alive, `Content-Length` bodies
+    /// only) answering each request with `answer(path, body)`: a status
+    /// and a body, or `None` to never answer.
+    async fn peer(
+        answer: impl Fn(&str, &[u8]) -> Option<(u16, Vec<u8>)> + Send + Sync + 'static,
+    ) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let answer = Arc::new(answer);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let answer = Arc::clone(&answer);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            let mut chunk = [0u8; 4096];
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse().ok())?
+                            })
+                            .unwrap_or(0);
+                        while buf.len() < end + 4 + len {
+                            let mut chunk = [0u8; 4096];
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let body = buf[end + 4..end + 4 + len].to_vec();
+                        buf.drain(..end + 4 + len);
+                        let Some((status, reply)) = answer(&path, &body) else {
+                            // Never answers; holds the connection.
+                            tokio::time::sleep(Duration::from_secs(30)).await;
+                            return;
+                        };
+                        let head = format!(
+                            "HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n",
+                            reply.len()
+                        );
+                        if conn.write_all(head.as_bytes()).await.is_err()
+                            || conn.write_all(&reply).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    fn batcher() -> (Batcher, Arc<Counters>) {
+        let counters = Arc::new(Counters::default());
+        (
+            Batcher::new(Http::new(), Some("t"), Arc::clone(&counters)),
+            counters,
+        )
+    }
+
+    #[tokio::test]
+    async fn concurrent_messages_share_batches_and_get_their_own_answers() {
+        let addr = peer(|path, body| {
+            assert_eq!(path, BATCH_PATH);
+            let messages = decode_batch(body).unwrap();
+            let answers: Vec<Result<Vec<u8>, String>> = messages
+                .iter()
+                .map(|m| {
+                    if m.group == 13 {
+                        Err("no group 13".to_owned())
+                    } else {
+                        Ok(format!("{}:{}", m.group, m.kind).into_bytes())
+                    }
+                })
+                .collect();
+            Some((200, encode_answers(&answers).unwrap()))
+        })
+        .await;
+        let (batcher, counters) = batcher();
+        let sends = (0..20).map(|g| {
+            let batcher = batcher.clone();
+            let addr = addr.clone();
+            async move {
+                let kind = if g % 2 == 0 { "append" } else { "vote" };
+                let answer = batcher
+                    .send(&addr, g, kind, vec![0x90], Duration::from_secs(5))
+                    .await;
+                (g, kind, answer)
+            }
+        });
+        for (g, kind, answer) in futures_util::future::join_all(sends).await {
+            if g == 13 {
+                assert_eq!(answer, Err("no group 13".to_owned()));
+            } else {
+                assert_eq!(answer.unwrap(), format!("{g}:{kind}").as_bytes());
+            }
+        }
+        let stats = counters.snapshot();
+        assert_eq!(stats.raft_messages_sent, 20);
+        assert_eq!(stats.raft_batched_messages, 20);
+        assert_eq!(stats.raft_requests_sent, stats.raft_batches_sent);
+        // 20 at once, 2 batches in flight: they cannot all go alone.
+        assert!(stats.raft_batches_sent < 20, "{stats:?}");
+        assert_eq!(stats.raft_messages_failed, 1);
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_does_not_answer_fails_each_message_at_its_deadline() {
+        let addr = peer(|_, _| None).await;
+        let (batcher, counters) = batcher();
+        let started = std::time::Instant::now();
+        let answer = batcher
+            .send(&addr, 0, "append", vec![0x90], Duration::from_millis(150))
+            .await;
+        assert!(answer.unwrap_err().contains("timed out"));
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(150), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        assert_eq!(counters.snapshot().raft_messages_failed, 1);
+    }
+
+    #[tokio::test]
+    async fn a_peer_without_the_batch_route_gets_every_message_alone() {
+        let addr = peer(|path, body| match path {
+            BATCH_PATH => Some((404, b"no such raft route".to_vec())),
+            "/__strand/raft/3/vote" => Some((200, body.to_vec())),
+            _ => Some((500, Vec::new())),
+        })
+        .await;
+        let (batcher, counters) = batcher();
+        for _ in 0..2 {
+            let answer = batcher
+                .send(&addr, 3, "vote", b"v".to_vec(), Duration::from_secs(5))
+                .await;
+            assert_eq!(answer.unwrap(), &b"v"[..]);
+        }
+        let stats = counters.snapshot();
+        // One refused batch, then each message alone.
+        assert_eq!(stats.raft_batches_sent, 0);
+        assert_eq!(stats.raft_requests_sent, 3);
+        assert_eq!(stats.raft_messages_sent, 2);
+        assert_eq!(stats.raft_messages_failed, 0);
     }
 
     #[test]

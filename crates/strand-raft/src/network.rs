@@ -189,7 +189,7 @@ pub(crate) const NOT_FOUND: &str = "status 404";
 
 impl Http {
     /// A client with an empty pool (connections open on first use).
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(std::time::Duration::from_secs(2)));
