@@ -6,9 +6,12 @@
 //! [`MAX_BATCH_MESSAGES`] messages, each an array
 //! `[group: uint, kind: str, body: bin]` (`kind` is `append` or `vote`,
 //! `body` the same MessagePack bytes `/__strand/raft/{group}/{kind}`
-//! takes). The answer is a MessagePack array with one answer per
-//! message, in the messages' order, each `[ok: bool, body: bin]`: the
-//! group's answer when `ok`, else the error's text (UTF-8).
+//! takes). The answer streams: one frame per message, sent as soon as
+//! its group has answered (so one slow group delays no other group's
+//! answer), each a big-endian `u32` length and the MessagePack array
+//! `[index: uint, ok: bool, body: bin]`: the message's place in the
+//! batch, and the group's answer when `ok`, else the error's text
+//! (UTF-8).
 //!
 //! Sending: each peer address has one bounded queue and one task. The
 //! task takes what is queued (up to [`MAX_BATCH_MESSAGES`] messages and
@@ -21,8 +24,9 @@
 //! answers send their next messages into the same batch). Every message
 //! keeps its own deadline
 //! (openraft's `hard_ttl`): its caller gives up at the deadline whatever
-//! the batch does, a message whose caller has gone is not sent, and a
-//! batch gives up at the latest deadline of its messages. A peer that
+//! the batch does, each caller is answered as its frame arrives, a
+//! message whose caller has gone is not sent, and a batch gives up at the
+//! latest deadline of its messages. A peer that
 //! answers a batch with 404 (an older node) gets every message alone from
 //! then on.
 
@@ -31,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes, BytesMut};
 use strand_engine::Engine;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
@@ -55,7 +59,7 @@ pub const MAX_BATCHED_BYTES: usize = 4 << 20;
 pub const MAX_BATCH_BODY: usize = MAX_BATCHED_BYTES + (64 << 10);
 
 /// Batches in flight to one peer at a time.
-pub const BATCHES_IN_FLIGHT: usize = 2;
+pub const BATCHES_IN_FLIGHT: usize = 4;
 
 /// Messages waiting for a batch to one peer; when the queue is full a
 /// message fails at once as unreachable (openraft retries it).
@@ -165,82 +169,111 @@ pub(crate) fn decode_batch(body: &[u8]) -> Result<Vec<BatchMessage>, BatchRefuse
     Ok(messages)
 }
 
-/// Writes a batch's answers, in its messages' order.
-pub(crate) fn encode_answers(answers: &[Result<Vec<u8>, String>]) -> Result<Vec<u8>, String> {
+/// The largest answer frame a sender reads (an append's or a vote's
+/// answer is a few dozen bytes; this only bounds a misbehaving peer).
+pub(crate) const MAX_ANSWER_FRAME: usize = 16 << 20;
+
+/// Writes the answer to message `index` of a batch as one frame: a
+/// big-endian `u32` length, then the MessagePack array
+/// `[index: uint, ok: bool, body: bin]`.
+pub(crate) fn encode_answer(
+    index: usize,
+    answer: &Result<Vec<u8>, String>,
+) -> Result<Vec<u8>, String> {
     use rmp::encode;
     let e = |e: encode::ValueWriteError| e.to_string();
-    let mut out = Vec::new();
-    encode::write_array_len(&mut out, u32_len(answers.len())?).map_err(e)?;
-    for answer in answers {
-        encode::write_array_len(&mut out, 2).map_err(e)?;
-        let (ok, body) = match answer {
-            Ok(body) => (true, body.as_slice()),
-            Err(text) => (false, text.as_bytes()),
-        };
-        encode::write_bool(&mut out, ok).map_err(|e| e.to_string())?;
-        encode::write_bin_len(&mut out, u32_len(body.len())?).map_err(e)?;
-        out.extend_from_slice(body);
-    }
+    let (ok, body) = match answer {
+        Ok(body) => (true, body.as_slice()),
+        Err(text) => (false, text.as_bytes()),
+    };
+    let mut out = vec![0; 4];
+    encode::write_array_len(&mut out, 3).map_err(e)?;
+    encode::write_uint(&mut out, index as u64).map_err(e)?;
+    encode::write_bool(&mut out, ok).map_err(|e| e.to_string())?;
+    encode::write_bin_len(&mut out, u32_len(body.len())?).map_err(e)?;
+    out.extend_from_slice(body);
+    let len = u32_len(out.len() - 4)?;
+    out[..4].copy_from_slice(&len.to_be_bytes());
     Ok(out)
 }
 
-/// Reads a batch's answers: exactly `expected` of them (slices of
-/// `body`), or why they cannot be read.
-pub(crate) fn decode_answers(
-    body: &Bytes,
-    expected: usize,
-) -> Result<Vec<Result<Bytes, String>>, BatchRefused> {
-    use rmp::decode;
-    let mut rd: &[u8] = body;
-    let count = decode::read_array_len(&mut rd).map_err(malformed)?;
-    if usize::try_from(count).ok() != Some(expected) {
+/// Takes the next whole answer frame (without its length) off the front
+/// of `buf`: `None` while it has not all arrived.
+pub(crate) fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, BatchRefused> {
+    let Some(head) = buf.first_chunk::<4>() else {
+        return Ok(None);
+    };
+    let len = usize::try_from(u32::from_be_bytes(*head)).map_err(malformed)?;
+    if len > MAX_ANSWER_FRAME {
         return Err(BatchRefused::Malformed(format!(
-            "{count} answers to {expected} messages"
+            "an answer frame of {len} bytes"
         )));
     }
-    let mut answers = Vec::with_capacity(expected);
-    for _ in 0..expected {
-        if decode::read_array_len(&mut rd).map_err(malformed)? != 2 {
-            return Err(BatchRefused::Malformed(
-                "an answer is not [ok, body]".to_owned(),
-            ));
-        }
-        let ok = decode::read_bool(&mut rd).map_err(malformed)?;
-        let len = decode::read_bin_len(&mut rd).map_err(malformed)?;
-        let start = body.len() - rd.len();
-        let data = take(&mut rd, len)?;
-        let data = body.slice(start..start + data.len());
-        answers.push(if ok {
-            Ok(data)
-        } else {
-            Err(String::from_utf8_lossy(&data).into_owned())
-        });
+    if buf.len() < 4 + len {
+        return Ok(None);
     }
-    if !rd.is_empty() {
+    buf.advance(4);
+    Ok(Some(buf.split_to(len).freeze()))
+}
+
+/// Reads one answer frame: the message's index in its batch and its
+/// answer (a slice of `frame`) or error text.
+pub(crate) fn decode_answer(frame: &Bytes) -> Result<(usize, Result<Bytes, String>), BatchRefused> {
+    use rmp::decode;
+    let mut rd: &[u8] = frame;
+    if decode::read_array_len(&mut rd).map_err(malformed)? != 3 {
         return Err(BatchRefused::Malformed(
-            "bytes after the last answer".to_owned(),
+            "an answer is not [index, ok, body]".to_owned(),
         ));
     }
-    Ok(answers)
+    let index: usize = decode::read_int(&mut rd).map_err(malformed)?;
+    let ok = decode::read_bool(&mut rd).map_err(malformed)?;
+    let len = decode::read_bin_len(&mut rd).map_err(malformed)?;
+    let start = frame.len() - rd.len();
+    let data = take(&mut rd, len)?;
+    if !rd.is_empty() {
+        return Err(BatchRefused::Malformed("bytes after an answer".to_owned()));
+    }
+    let data = frame.slice(start..start + data.len());
+    let answer = if ok {
+        Ok(data)
+    } else {
+        Err(String::from_utf8_lossy(&data).into_owned())
+    };
+    Ok((index, answer))
 }
 
 /// Serves a batch a peer sent to `POST /__strand/raft/batch`: hands
 /// every message to its group's log at once (the groups work
-/// concurrently) and returns their answers in order, each the group's
-/// answer or its error.
+/// concurrently) and returns the stream of their answers, one frame each
+/// as soon as it is ready (a big-endian `u32` length, then the MessagePack
+/// array `[index, ok, body]`: the message's place in the batch, and the
+/// group's answer or its error text), so one slow group holds up no other
+/// group's answer.
 ///
 /// # Errors
 /// A body that is not a batch, or a batch of more than
 /// [`MAX_BATCH_MESSAGES`] messages; nothing is delivered then.
-pub async fn serve_batch(engine: &Engine, body: &[u8]) -> Result<Vec<u8>, BatchRefused> {
+pub fn serve_batch(
+    engine: &Engine,
+    body: &[u8],
+) -> Result<impl futures_util::Stream<Item = Bytes> + Send + 'static, BatchRefused> {
+    use futures_util::StreamExt;
     let messages = decode_batch(body)?;
-    let answers = futures_util::future::join_all(
-        messages
-            .into_iter()
-            .map(|m| async move { engine.log_message(m.group, m.kind, m.body).await }),
-    )
-    .await;
-    encode_answers(&answers).map_err(BatchRefused::Malformed)
+    let answers: futures_util::stream::FuturesUnordered<_> = messages
+        .into_iter()
+        .enumerate()
+        .map(|(index, m)| {
+            let engine = engine.clone();
+            async move {
+                let answer = engine.log_message(m.group, m.kind, m.body).await;
+                encode_answer(index, &answer)
+            }
+        })
+        .collect();
+    // An answer that cannot be written (cannot happen: it was read from a
+    // batch of bounded size) is left out; its sender times it out.
+    Ok(answers.filter_map(|frame| std::future::ready(frame.ok().map(Bytes::from))))
 }
 
 /// A node's Raft traffic to its peers since it started (each counter
@@ -319,7 +352,8 @@ struct Outgoing {
     kind: &'static str,
     body: Vec<u8>,
     deadline: Instant,
-    reply: oneshot::Sender<Result<Bytes, String>>,
+    /// Taken when the message is answered.
+    reply: Option<oneshot::Sender<Result<Bytes, String>>>,
 }
 
 /// The node-wide sender of batched messages: one queue and one task per
@@ -396,7 +430,7 @@ impl Batcher {
             kind,
             body,
             deadline,
-            reply,
+            reply: Some(reply),
         };
         let result = match self.queue(addr).try_send(message) {
             Ok(()) => match tokio::time::timeout_at(deadline, answer).await {
@@ -463,7 +497,7 @@ async fn run_peer(
         }
         let now = Instant::now();
         // A message whose caller has given up is not sent.
-        batch.retain(|m| !m.reply.is_closed() && m.deadline > now);
+        batch.retain(|m| m.reply.as_ref().is_some_and(|r| !r.is_closed()) && m.deadline > now);
         if batch.is_empty() {
             continue;
         }
@@ -495,51 +529,76 @@ struct Peer {
 }
 
 impl Peer {
-    /// POSTs one batch and answers each of its messages.
-    async fn send_batch(&self, batch: Vec<Outgoing>) {
+    /// POSTs one batch and answers each of its messages as its answer
+    /// arrives; what has no answer when the exchange ends (the peer
+    /// failed, the latest deadline passed) gets the error.
+    async fn send_batch(&self, mut batch: Vec<Outgoing>) {
         let deadline = batch
             .iter()
             .map(|m| m.deadline)
             .max()
             .unwrap_or_else(Instant::now);
-        let answers = match encode_batch(batch.iter().map(|m| (m.group, m.kind, m.body.as_slice())))
-        {
-            Ok(body) => {
-                self.counters.requests.fetch_add(1, Ordering::Relaxed);
-                let timeout = deadline.saturating_duration_since(Instant::now());
-                let answer = self
-                    .http
-                    .post(&self.addr, BATCH_PATH, body, self.token.as_deref(), timeout)
-                    .await;
-                if let Err(e) = &answer
-                    && e.starts_with(NOT_FOUND)
-                {
-                    tracing::info!(peer = %self.addr, "the peer takes no raft batches; sending its messages one by one");
-                    self.alone.store(true, Ordering::Relaxed);
-                    self.send_alone(batch).await;
-                    return;
-                }
-                self.counters.batches.fetch_add(1, Ordering::Relaxed);
-                self.counters
-                    .batched
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                answer.and_then(|a| decode_answers(&a, batch.len()).map_err(|e| e.to_string()))
+        let body = match encode_batch(batch.iter().map(|m| (m.group, m.kind, m.body.as_slice()))) {
+            Ok(body) => body,
+            Err(e) => {
+                answer_rest(&mut batch, &e);
+                return;
             }
-            Err(e) => Err(e),
         };
-        match answers {
-            Ok(answers) => {
-                for (message, answer) in batch.into_iter().zip(answers) {
-                    let _ = message.reply.send(answer);
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let mut buf = BytesMut::new();
+        let outcome = {
+            let batch = &mut batch;
+            let each = |chunk: Bytes| -> Result<(), String> {
+                buf.extend_from_slice(&chunk);
+                while let Some(frame) = next_frame(&mut buf).map_err(|e| e.to_string())? {
+                    let (index, answer) = decode_answer(&frame).map_err(|e| e.to_string())?;
+                    let reply = batch
+                        .get_mut(index)
+                        .and_then(|m| m.reply.take())
+                        .ok_or_else(|| format!("an unexpected answer to message {index}"))?;
+                    let _ = reply.send(answer);
                 }
+                Ok(())
+            };
+            self.http
+                .post_streaming(
+                    &self.addr,
+                    BATCH_PATH,
+                    body,
+                    self.token.as_deref(),
+                    timeout,
+                    each,
+                )
+                .await
+        };
+        match outcome {
+            Err(e) if e.starts_with(NOT_FOUND) => {
+                tracing::info!(peer = %self.addr, "the peer takes no raft batches; sending its messages one by one");
+                self.alone.store(true, Ordering::Relaxed);
+                self.send_alone(batch).await;
             }
             Err(e) => {
+                self.count_batch(&batch);
                 tracing::debug!(error = %e, messages = batch.len(), "a raft batch failed");
-                for message in batch {
-                    let _ = message.reply.send(Err(e.clone()));
-                }
+                answer_rest(&mut batch, &e);
+            }
+            Ok(()) => {
+                self.count_batch(&batch);
+                answer_rest(
+                    &mut batch,
+                    &format!("{}: no answer in the batch", self.addr),
+                );
             }
         }
+    }
+
+    fn count_batch(&self, batch: &[Outgoing]) {
+        self.counters.batches.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .batched
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
     }
 
     /// Sends each message of `batch` alone, all at once, each to
@@ -553,9 +612,20 @@ impl Peer {
                 .http
                 .post(&self.addr, &path, m.body, self.token.as_deref(), timeout)
                 .await;
-            let _ = m.reply.send(answer);
+            if let Some(reply) = m.reply {
+                let _ = reply.send(answer);
+            }
         }))
         .await;
+    }
+}
+
+/// Answers every message of `batch` not answered yet with `error`.
+fn answer_rest(batch: &mut [Outgoing], error: &str) {
+    for message in batch {
+        if let Some(reply) = message.reply.take() {
+            let _ = reply.send(Err(error.to_owned()));
+        }
     }
 }
 
@@ -598,14 +668,30 @@ mod tests {
     }
 
     #[test]
-    fn answers_round_trip() {
-        let encoded = encode_answers(&[Ok(b"yes".to_vec()), Err("no group 9".to_owned())]).unwrap();
-        let answers = decode_answers(&Bytes::from(encoded.clone()), 2).unwrap();
-        assert_eq!(
-            answers,
-            vec![Ok(Bytes::from_static(b"yes")), Err("no group 9".to_owned())]
-        );
-        assert!(decode_answers(&Bytes::from(encoded), 3).is_err());
+    fn answer_frames_round_trip_and_split_anywhere() {
+        let mut stream = encode_answer(1, &Ok(b"yes".to_vec())).unwrap();
+        stream.extend(encode_answer(0, &Err("no group 9".to_owned())).unwrap());
+        // However the bytes arrive, the same two answers come out.
+        for cut in 0..=stream.len() {
+            let mut buf = BytesMut::new();
+            let mut answers = Vec::new();
+            for part in [&stream[..cut], &stream[cut..]] {
+                buf.extend_from_slice(part);
+                while let Some(frame) = next_frame(&mut buf).unwrap() {
+                    answers.push(decode_answer(&frame).unwrap());
+                }
+            }
+            assert!(buf.is_empty());
+            assert_eq!(
+                answers,
+                vec![
+                    (1, Ok(Bytes::from_static(b"yes"))),
+                    (0, Err("no group 9".to_owned()))
+                ]
+            );
+        }
+        let mut huge = BytesMut::from(&[0xff, 0xff, 0xff, 0xff, 0x93][..]);
+        assert!(next_frame(&mut huge).is_err());
     }
 
     #[test]
@@ -647,7 +733,9 @@ mod tests {
         );
         // Not an array at all.
         assert!(decode_batch(b"\xa3abc").is_err());
-        assert!(decode_answers(&Bytes::from_static(b"\x91\x92\xc3\xc4\x05ab"), 1).is_err());
+        assert!(decode_answer(&Bytes::from_static(b"\x93\x00\xc3\xc4\x05ab")).is_err());
+        assert!(decode_answer(&Bytes::from_static(b"\x93\x00\xc3\xc4\x01ab")).is_err());
+        assert!(decode_answer(&Bytes::from_static(b"\x92\x00\xc3")).is_err());
     }
 
     /// A loopback HTTP/1.1 server (keep-alive, `Content-Length` bodies
@@ -727,17 +815,17 @@ mod tests {
         let addr = peer(|path, body| {
             assert_eq!(path, BATCH_PATH);
             let messages = decode_batch(body).unwrap();
-            let answers: Vec<Result<Vec<u8>, String>> = messages
-                .iter()
-                .map(|m| {
-                    if m.group == 13 {
-                        Err("no group 13".to_owned())
-                    } else {
-                        Ok(format!("{}:{}", m.group, m.kind).into_bytes())
-                    }
-                })
-                .collect();
-            Some((200, encode_answers(&answers).unwrap()))
+            // Answered in reverse order: each answer names its message.
+            let mut frames = Vec::new();
+            for (index, m) in messages.iter().enumerate().rev() {
+                let answer = if m.group == 13 {
+                    Err("no group 13".to_owned())
+                } else {
+                    Ok(format!("{}:{}", m.group, m.kind).into_bytes())
+                };
+                frames.extend(encode_answer(index, &answer).unwrap());
+            }
+            Some((200, frames))
         })
         .await;
         let (batcher, counters) = batcher();
@@ -763,7 +851,7 @@ mod tests {
         assert_eq!(stats.raft_messages_sent, 20);
         assert_eq!(stats.raft_batched_messages, 20);
         assert_eq!(stats.raft_requests_sent, stats.raft_batches_sent);
-        // 20 at once, 2 batches in flight: they cannot all go alone.
+        // 20 at once, 4 batches in flight: they cannot all go alone.
         assert!(stats.raft_batches_sent < 20, "{stats:?}");
         assert_eq!(stats.raft_messages_failed, 1);
     }

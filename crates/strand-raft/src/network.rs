@@ -8,7 +8,7 @@
 //!
 //! Append entries and votes of every group to the same peer are batched
 //! (`crate::batch`): they queue for that peer and go together, up to 64
-//! messages or 4 MiB in one `POST /__strand/raft/batch`, at most 2
+//! messages or 4 MiB in one `POST /__strand/raft/batch`, at most 4
 //! batches in flight per peer, each message still bound by its own
 //! `hard_ttl`. Snapshot chunks, messages over 4 MiB, and every message to
 //! a peer that does not know the batch route (404: an older node) go alone
@@ -245,6 +245,65 @@ impl Http {
                 ));
             }
             Ok(answer)
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| format!("{addr}: timed out"))?
+    }
+}
+
+impl Http {
+    /// [`Http::post`] for an answer that streams: hands each piece of a
+    /// 200 answer's body to `each` as it arrives (an error from `each`
+    /// ends the exchange with it), at most [`MAX_ANSWER`] bytes in all.
+    /// Fails after `timeout`, keeping what `each` was given by then.
+    pub(crate) async fn post_streaming(
+        &self,
+        addr: &str,
+        path: &str,
+        body: Vec<u8>,
+        token: Option<&str>,
+        timeout: std::time::Duration,
+        mut each: impl FnMut(Bytes) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let host = host_port(addr);
+        let exchange = async {
+            let mut request = Request::post(format!("http://{host}{path}"))
+                .header(CONTENT_TYPE, "application/msgpack");
+            if let Some(token) = token {
+                request = request.header(CLUSTER_TOKEN_HEADER, token);
+            }
+            let request = request
+                .body(Full::new(Bytes::from(body)))
+                .map_err(|e| format!("{host}: {e}"))?;
+            let response =
+                self.client.request(request).await.map_err(
+                    |e| match std::error::Error::source(&e) {
+                        Some(cause) => format!("{host}: {e}: {cause}"),
+                        None => format!("{host}: {e}"),
+                    },
+                )?;
+            let status = response.status();
+            let mut answer = Limited::new(response.into_body(), MAX_ANSWER);
+            if status != StatusCode::OK {
+                let text = answer
+                    .collect()
+                    .await
+                    .map_err(|e| format!("{host}: {e}"))?
+                    .to_bytes();
+                return Err(format!(
+                    "status {}: {}",
+                    status.as_u16(),
+                    String::from_utf8_lossy(&text).trim()
+                ));
+            }
+            while let Some(frame) = answer.frame().await {
+                let frame = frame.map_err(|e| format!("{host}: {e}"))?;
+                if let Ok(data) = frame.into_data() {
+                    each(data)?;
+                }
+            }
+            Ok(())
         };
         tokio::time::timeout(timeout, exchange)
             .await

@@ -154,7 +154,7 @@ async fn raft_message(state: &AppState, rest: &str, request: Request) -> Respons
 
 /// `POST /__strand/raft/batch`: a peer's Raft messages for several of
 /// this node's groups at once (`strand_raft::serve_batch`): 200 with one
-/// answer per message; 413 for a body over `strand_raft::MAX_BATCH_BODY`
+/// answer frame per message, each sent as soon as its group answers; 413 for a body over `strand_raft::MAX_BATCH_BODY`
 /// or more than `strand_raft::MAX_BATCH_MESSAGES` messages, 400 for a
 /// body that is not a batch.
 async fn raft_batch(state: &AppState, request: Request) -> Response {
@@ -162,13 +162,16 @@ async fn raft_batch(state: &AppState, request: Request) -> Response {
         Ok(b) => b,
         Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
     };
-    match strand_raft::serve_batch(&state.engine, &body).await {
-        Ok(answer) => (
-            StatusCode::OK,
-            [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
-            answer,
-        )
-            .into_response(),
+    match strand_raft::serve_batch(&state.engine, &body) {
+        Ok(answers) => {
+            use futures_util::StreamExt;
+            (
+                StatusCode::OK,
+                [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
+                Body::from_stream(answers.map(Ok::<_, std::convert::Infallible>)),
+            )
+                .into_response()
+        }
         Err(e @ strand_raft::BatchRefused::TooMany(_)) => {
             (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response()
         }
