@@ -12,8 +12,10 @@
 //! What it owns: the on-disk formats of the log and of the snapshot file's
 //! Raft metadata, the Raft configuration, static membership and the
 //! network between nodes (HTTP POSTs of MessagePack bodies to the peers'
-//! listeners under `/__strand/raft/{group}/{kind}`; the server routes them
-//! back in through `Engine::log_message`). What it must not know: stream semantics. It
+//! listeners: append entries and votes of every group batched per peer to
+//! `/__strand/raft/batch`, served by [`serve_batch`]; the rest under
+//! `/__strand/raft/{group}/{kind}`; the server routes them back in through
+//! `Engine::log_message`). What it must not know: stream semantics. It
 //! moves `GroupEntry` values and `EntryOutcome`s without looking inside;
 //! the engine decides what an entry does, with the same function in
 //! memory and here, and the machine's snapshot is the machine's own
@@ -29,6 +31,7 @@
 //! DIR/group-N/snapshot-S.data   the group's latest snapshot (the machine's binary snapshot)
 //! ```
 
+mod batch;
 mod log_store;
 mod network;
 mod segment;
@@ -48,6 +51,10 @@ use strand_engine::{
 };
 use tokio::sync::mpsc;
 
+pub use batch::{
+    BATCH_PATH, BATCHES_IN_FLIGHT, BatchRefused, MAX_BATCH_BODY, MAX_BATCH_MESSAGES,
+    MAX_BATCHED_BYTES, NetworkStats, serve_batch,
+};
 pub use log_store::{Fsync, LogStore, Recovery};
 pub use network::{CLUSTER_TOKEN_HEADER, ClusterLinks};
 pub use segment::LogError;
@@ -302,7 +309,7 @@ pub async fn start_durable(
     });
     let (engine, links) = Engine::start_replicated(config, clock);
     // One pool of peer connections for every group of the node.
-    let client = network::PeerClient::new();
+    let client = network::PeerClient::new(options.cluster_token.as_deref());
     let mut rafts = Vec::new();
     for link in links {
         let group = link.group();
@@ -399,8 +406,9 @@ pub struct RaftGroup {
     group: usize,
     raft: Raft<TypeConfig>,
     log: LogStore,
-    /// Whether the group has peers (and so takes peer messages).
-    cluster: bool,
+    /// The node's client to its peers, when the group has some (it then
+    /// takes peer messages).
+    peers: Option<network::PeerClient>,
     proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
     /// The data directory's lock, released when the last group stops.
     dir_lock: std::sync::Mutex<Option<Arc<DirLock>>>,
@@ -438,7 +446,10 @@ impl RaftGroup {
             group,
             raft,
             log,
-            cluster.map(|links| (links, network::PeerClient::new())),
+            cluster.map(|links| {
+                let client = network::PeerClient::new(links.token.as_deref());
+                (links, client)
+            }),
         )
     }
 
@@ -452,7 +463,7 @@ impl RaftGroup {
     ) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
         let proposer = raft.clone();
-        let forward = cluster.is_some();
+        let peers = cluster.as_ref().map(|(_, client)| client.clone());
         tokio::spawn(async move {
             // At most IN_FLIGHT proposals wait for their commit at a time;
             // what arrives meanwhile is proposed together, as one entry.
@@ -499,7 +510,7 @@ impl RaftGroup {
             group,
             raft,
             log,
-            cluster: forward,
+            peers,
             proposals: tx,
             dir_lock: std::sync::Mutex::new(None),
             snapshots: None,
@@ -632,6 +643,20 @@ async fn forward_to(
     Ok(outcome)
 }
 
+/// The message kind that asks a group's log for the node's
+/// [`NetworkStats`] (all groups of a node share them).
+const NETWORK_STATS: &str = "network-stats";
+
+/// The node's Raft traffic to its peers ([`NetworkStats`]); `None` for an
+/// engine whose groups have no peers (in memory, a single durable node).
+pub async fn network_stats(engine: &Engine) -> Option<NetworkStats> {
+    let answer = engine
+        .log_message(0, NETWORK_STATS, Vec::new())
+        .await
+        .ok()?;
+    rmp_serde::from_slice(&answer).ok()
+}
+
 fn encode_answer<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, String> {
     rmp_serde::to_vec_named(value).map_err(|e| e.to_string())
 }
@@ -644,12 +669,13 @@ impl GroupLog for RaftGroup {
     fn message(&self, kind: &str, body: Vec<u8>) -> LogFuture<Result<Vec<u8>, String>> {
         let raft = self.raft.clone();
         let kind = kind.to_owned();
-        let cluster = self.cluster;
+        let peers = self.peers.clone();
         Box::pin(async move {
-            if !cluster {
+            let Some(peers) = peers else {
                 return Err("this node is not part of a cluster".to_owned());
-            }
+            };
             match kind.as_str() {
+                NETWORK_STATS => encode_answer(&peers.stats()),
                 "append" => encode_answer(&raft.append_entries(decode_request(&body)?).await),
                 "vote" => encode_answer(&raft.vote(decode_request(&body)?).await),
                 "snapshot" => encode_answer(&raft.install_snapshot(decode_request(&body)?).await),

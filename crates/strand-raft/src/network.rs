@@ -1,9 +1,18 @@
 //! The networks between nodes. A one-voter group's ([`Unconnected`]) has
 //! no peer to reach, so every RPC fails as unreachable (openraft never
 //! sends one while the node is the only member); a cluster's
-//! ([`HttpNetwork`]) POSTs each RPC to the peer's listener, at the address
-//! this node's own peer list gives, with the cluster token, through one
-//! pooled keep-alive client per node.
+//! ([`HttpNetwork`]) sends each RPC to the peer's listener, at the address
+//! this node's own peer list gives, with the cluster token, through the
+//! node's one [`PeerClient`] (a pooled keep-alive HTTP/1.1 client shared by
+//! every group).
+//!
+//! Append entries and votes of every group to the same peer are batched
+//! (`crate::batch`): they queue for that peer and go together, up to 64
+//! messages or 4 MiB in one `POST /__strand/raft/batch`, at most 4
+//! batches in flight per peer, each message still bound by its own
+//! `hard_ttl`. Snapshot chunks, messages over 4 MiB, and every message to
+//! a peer that does not know the batch route (404: an older node) go alone
+//! to `/__strand/raft/{group}/{kind}`, as do forwarded proposals.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +32,7 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
+use crate::batch::{Batcher, Counters, NetworkStats};
 use crate::types::{NodeId, TypeConfig};
 
 /// A network with no peers.
@@ -105,9 +115,11 @@ impl ClusterLinks {
 }
 
 /// The network of a cluster: Raft RPCs of group `group` are HTTP POSTs to
-/// the peer's listener under `/__strand/raft/{group}/{kind}`, bodies in
-/// MessagePack (`kind`: `append`, `vote`, `snapshot`, and `propose` for a
-/// follower forwarding a client's entry to the leader), over the node's
+/// the peer's listener, bodies in MessagePack: append entries and votes
+/// batched with every other group's to the same peer
+/// (`/__strand/raft/batch`), snapshot chunks alone under
+/// `/__strand/raft/{group}/snapshot` (and `propose` for a follower
+/// forwarding a client's entry to the leader), over the node's
 /// [`PeerClient`], to the addresses and with the token of its
 /// [`ClusterLinks`].
 #[derive(Debug, Clone)]
@@ -155,23 +167,27 @@ pub(crate) fn host_port(url: &str) -> &str {
 /// small; this only bounds a misbehaving peer).
 const MAX_ANSWER: usize = 64 << 20;
 
-/// The HTTP client of a node's Raft traffic, shared by all its groups:
-/// hyper-util's pooled client, which keeps the connections to each peer
-/// alive and reuses an idle one for the next request (a request finding
-/// none idle opens one more; at most 64 idle per peer are kept, each for
-/// at most a minute). Cheap to clone.
+/// The HTTP client of a node's Raft traffic, shared by all its groups
+/// (and by its batcher): hyper-util's pooled client, which keeps the
+/// connections to each peer alive and reuses an idle one for the next
+/// request (a request finding none idle opens one more; at most 64 idle
+/// per peer are kept, each for at most a minute). Cheap to clone.
 #[derive(Clone)]
-pub(crate) struct PeerClient {
+pub(crate) struct Http {
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
-impl std::fmt::Debug for PeerClient {
+impl std::fmt::Debug for Http {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PeerClient").finish_non_exhaustive()
+        f.debug_struct("Http").finish_non_exhaustive()
     }
 }
 
-impl PeerClient {
+/// The start of [`Http::post`]'s error for a peer that has no such route
+/// (an older node without `/__strand/raft/batch`).
+pub(crate) const NOT_FOUND: &str = "status 404";
+
+impl Http {
     /// A client with an empty pool (connections open on first use).
     pub(crate) fn new() -> Self {
         let mut connector = HttpConnector::new();
@@ -186,7 +202,8 @@ impl PeerClient {
     }
 
     /// One POST to the peer at `addr` (`http://host:port`), with the
-    /// cluster token when there is one; the answer's body when it is 200.
+    /// cluster token when there is one; the answer's body when it is 200
+    /// (any other status is an error starting `status NNN`).
     /// Fails after `timeout` (the connection in use is then dropped, not
     /// reused).
     pub(crate) async fn post(
@@ -235,10 +252,111 @@ impl PeerClient {
     }
 }
 
+impl Http {
+    /// [`Http::post`] for an answer that streams: hands each piece of a
+    /// 200 answer's body to `each` as it arrives (an error from `each`
+    /// ends the exchange with it), at most [`MAX_ANSWER`] bytes in all.
+    /// Fails after `timeout`, keeping what `each` was given by then.
+    pub(crate) async fn post_streaming(
+        &self,
+        addr: &str,
+        path: &str,
+        body: Vec<u8>,
+        token: Option<&str>,
+        timeout: std::time::Duration,
+        mut each: impl FnMut(Bytes) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let host = host_port(addr);
+        let exchange = async {
+            let mut request = Request::post(format!("http://{host}{path}"))
+                .header(CONTENT_TYPE, "application/msgpack");
+            if let Some(token) = token {
+                request = request.header(CLUSTER_TOKEN_HEADER, token);
+            }
+            let request = request
+                .body(Full::new(Bytes::from(body)))
+                .map_err(|e| format!("{host}: {e}"))?;
+            let response =
+                self.client.request(request).await.map_err(
+                    |e| match std::error::Error::source(&e) {
+                        Some(cause) => format!("{host}: {e}: {cause}"),
+                        None => format!("{host}: {e}"),
+                    },
+                )?;
+            let status = response.status();
+            let mut answer = Limited::new(response.into_body(), MAX_ANSWER);
+            if status != StatusCode::OK {
+                let text = answer
+                    .collect()
+                    .await
+                    .map_err(|e| format!("{host}: {e}"))?
+                    .to_bytes();
+                return Err(format!(
+                    "status {}: {}",
+                    status.as_u16(),
+                    String::from_utf8_lossy(&text).trim()
+                ));
+            }
+            while let Some(frame) = answer.frame().await {
+                let frame = frame.map_err(|e| format!("{host}: {e}"))?;
+                if let Ok(data) = frame.into_data() {
+                    each(data)?;
+                }
+            }
+            Ok(())
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| format!("{addr}: timed out"))?
+    }
+}
+
+/// A node's client to its peers, shared by all its groups: the pooled
+/// [`Http`] client, the node-wide [`Batcher`] over it, and the traffic
+/// counters ([`NetworkStats`]). Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct PeerClient {
+    http: Http,
+    batcher: Batcher,
+    counters: Arc<Counters>,
+}
+
+impl PeerClient {
+    /// A client with an empty pool (connections open on first use) whose
+    /// batches carry `token`.
+    pub(crate) fn new(token: Option<&str>) -> Self {
+        let http = Http::new();
+        let counters = Arc::new(Counters::default());
+        Self {
+            batcher: Batcher::new(http.clone(), token, Arc::clone(&counters)),
+            http,
+            counters,
+        }
+    }
+
+    /// One POST of a message sent alone (a forwarded proposal, a
+    /// snapshot chunk): [`Http::post`].
+    pub(crate) async fn post(
+        &self,
+        addr: &str,
+        path: &str,
+        body: Vec<u8>,
+        token: Option<&str>,
+        timeout: std::time::Duration,
+    ) -> Result<Bytes, String> {
+        self.http.post(addr, path, body, token, timeout).await
+    }
+
+    /// The node's Raft traffic so far.
+    pub(crate) fn stats(&self) -> NetworkStats {
+        self.counters.snapshot()
+    }
+}
+
 impl HttpPeer {
     async fn call<Req, Resp, E>(
         &self,
-        kind: &str,
+        kind: &'static str,
         rpc: &Req,
         option: &RPCOption,
     ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
@@ -249,18 +367,27 @@ impl HttpPeer {
     {
         let body = rmp_serde::to_vec_named(rpc)
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e.to_string()))))?;
-        let path = format!("/__strand/raft/{}/{kind}", self.group);
-        let answer = self
-            .client
-            .post(
-                &self.addr,
-                &path,
-                body,
-                self.links.token.as_deref(),
-                option.hard_ttl(),
-            )
-            .await
-            .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e))))?;
+        let answer = if Batcher::takes(kind, body.len()) {
+            self.client
+                .batcher
+                .send(&self.addr, self.group, kind, body, option.hard_ttl())
+                .await
+        } else {
+            let path = format!("/__strand/raft/{}/{kind}", self.group);
+            let answer = self
+                .client
+                .post(
+                    &self.addr,
+                    &path,
+                    body,
+                    self.links.token.as_deref(),
+                    option.hard_ttl(),
+                )
+                .await;
+            self.client.counters.sent_alone(answer.is_ok());
+            answer
+        }
+        .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e))))?;
         let result: Result<Resp, RaftError<NodeId, E>> = rmp_serde::from_slice(&answer)
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e.to_string()))))?;
         result.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(self.target, e)))

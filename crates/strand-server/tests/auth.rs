@@ -698,7 +698,26 @@ async fn raft_post(
     cluster_token: Option<&str>,
     bearer: Option<&str>,
 ) -> StatusCode {
-    let mut req = s.post("/__strand/raft/0/vote").body(&b"\x80"[..]);
+    raft_post_to(s, "/__strand/raft/0/vote", b"\x80", cluster_token, bearer).await
+}
+
+/// The batch route with an empty batch (200 once past the gate).
+async fn raft_batch_post(
+    s: &TestServer,
+    cluster_token: Option<&str>,
+    bearer: Option<&str>,
+) -> StatusCode {
+    raft_post_to(s, "/__strand/raft/batch", b"\x90", cluster_token, bearer).await
+}
+
+async fn raft_post_to(
+    s: &TestServer,
+    path: &str,
+    body: &[u8],
+    cluster_token: Option<&str>,
+    bearer: Option<&str>,
+) -> StatusCode {
+    let mut req = s.post(path).body(body.to_vec());
     if let Some(t) = cluster_token {
         req = req.header("strand-cluster-token", t);
     }
@@ -728,12 +747,52 @@ async fn the_raft_routes_need_the_cluster_token() {
         raft_post(&s, Some("the-cluster-token-012"), None).await,
         StatusCode::FORBIDDEN
     );
+    // The batch route has the same gate.
+    assert_eq!(
+        raft_batch_post(&s, None, None).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        raft_batch_post(&s, Some("the-cluster-token-0124"), None).await,
+        StatusCode::FORBIDDEN
+    );
     // The right token passes the gate (this in-memory node then has no
-    // Raft group to hand the message to).
+    // Raft group to hand the message to; an empty batch needs none).
     let passed = raft_post(&s, Some("the-cluster-token-0123"), None).await;
     assert!(
         passed != StatusCode::UNAUTHORIZED && passed != StatusCode::FORBIDDEN,
         "{passed}"
+    );
+    assert_eq!(
+        raft_batch_post(&s, Some("the-cluster-token-0123"), None).await,
+        StatusCode::OK
+    );
+    // Past the gate, a body that is not a batch is refused.
+    assert_eq!(
+        raft_post_to(
+            &s,
+            "/__strand/raft/batch",
+            b"\x80",
+            Some("the-cluster-token-0123"),
+            None
+        )
+        .await,
+        StatusCode::BAD_REQUEST
+    );
+    // More messages than a batch may hold, or a body over the limit: 413.
+    let mut many = vec![0xdc, 0x00, 0x41];
+    for _ in 0..65 {
+        many.extend_from_slice(b"\x93\x00\xa4vote\xc4\x00");
+    }
+    let ok = Some("the-cluster-token-0123");
+    assert_eq!(
+        raft_post_to(&s, "/__strand/raft/batch", &many, ok, None).await,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    let huge = vec![0x90; strand_raft::MAX_BATCH_BODY + 1];
+    assert_eq!(
+        raft_post_to(&s, "/__strand/raft/batch", &huge, ok, None).await,
+        StatusCode::PAYLOAD_TOO_LARGE
     );
     // Client routes do not need the cluster token.
     let r = s.put("/v1/stream/open").text("x").send().await;
@@ -755,6 +814,18 @@ async fn the_raft_routes_need_the_cluster_token() {
         raft_post(&s, Some("wrong-wrong-wrong-wrong"), Some(&root)).await,
         StatusCode::FORBIDDEN
     );
+    assert_eq!(
+        raft_batch_post(&s, None, Some(&root)).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        raft_batch_post(&s, Some("wrong-wrong-wrong-wrong"), Some(&root)).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        raft_batch_post(&s, Some("the-cluster-token-0123"), None).await,
+        StatusCode::OK
+    );
     let passed = raft_post(&s, Some("the-cluster-token-0123"), None).await;
     assert!(
         passed != StatusCode::UNAUTHORIZED && passed != StatusCode::FORBIDDEN,
@@ -770,6 +841,10 @@ async fn the_raft_routes_need_the_cluster_token() {
     );
     assert_eq!(
         raft_post(&s, Some("the-cluster-token-0123"), None).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        raft_batch_post(&s, Some("the-cluster-token-0123"), None).await,
         StatusCode::UNAUTHORIZED
     );
     s.stop().await;

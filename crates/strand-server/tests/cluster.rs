@@ -218,3 +218,161 @@ async fn three_nodes_survive_losing_the_leader() {
         node.kill9();
     }
 }
+
+/// The arguments of node `id` of a cluster whose nodes run `groups` groups.
+fn grouped_node_args(dir: &Path, id: u64, ports: &[u16], groups: usize) -> Vec<String> {
+    let mut args = process::cluster_node_args(dir, id, ports);
+    let at = args.iter().position(|a| a == "--groups").unwrap();
+    args[at + 1] = groups.to_string();
+    args
+}
+
+/// Waits until every node of `addrs` reports a leader for each group.
+async fn all_ready(addrs: &[SocketAddr], deadline: Duration) -> bool {
+    let until = Instant::now() + deadline;
+    while Instant::now() < until {
+        let mut ready = 0;
+        for addr in addrs {
+            if let Ok(r) = request(*addr, "GET", "/__strand/health", &[], b"").await
+                && r.status == 200
+            {
+                ready += 1;
+            }
+        }
+        if ready == addrs.len() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// The `network` counters of `GET /__strand/health` summed over `addrs`:
+/// (messages sent, batches, messages in batches).
+async fn network_totals(addrs: &[SocketAddr]) -> (u64, u64, u64) {
+    let mut total = (0, 0, 0);
+    for addr in addrs {
+        let r = request(*addr, "GET", "/__strand/health", &[], b"")
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let n = &v["network"];
+        total.0 += n["raft_messages_sent"].as_u64().unwrap();
+        total.1 += n["raft_batches_sent"].as_u64().unwrap();
+        total.2 += n["raft_batched_messages"].as_u64().unwrap();
+    }
+    total
+}
+
+/// One append to `path` through `addr`, retried while the group has no
+/// leader (503) or the node does not answer.
+async fn append_to(addr: SocketAddr, path: &str, body: &[u8]) {
+    for _ in 0..500 {
+        match request(
+            addr,
+            "POST",
+            path,
+            &[("Content-Type", "text/plain".to_owned())],
+            body,
+        )
+        .await
+        {
+            Ok(r) if r.status == 200 || r.status == 204 => return,
+            Ok(r) if r.status == 503 => {}
+            Ok(r) => panic!("{path}: {} {}", r.status, String::from_utf8_lossy(&r.body)),
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{path}: no answer for 10 s");
+}
+
+/// With several groups, the Raft messages of every group to the same peer
+/// go together in `/__strand/raft/batch` requests: under concurrent
+/// writes to several groups a batch carries more than one message, and
+/// every node ends up with every write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_groups_batch_their_raft_messages() {
+    const STREAMS: usize = 8;
+    const WRITES: usize = 25;
+    let tmp = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let nodes: Vec<Server> = (1..=3)
+        .map(|id| start_args(&grouped_node_args(tmp.path(), id, &ports, 4)))
+        .collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+    assert!(
+        all_ready(&addrs, Duration::from_secs(60)).await,
+        "every group elects a leader"
+    );
+    for s in 0..STREAMS {
+        let r = request(
+            addrs[s % 3],
+            "PUT",
+            &format!("/v1/stream/b{s}"),
+            &[("Content-Type", "text/plain".to_owned())],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let before = network_totals(&addrs).await;
+    let writers: Vec<_> = (0..STREAMS)
+        .map(|s| {
+            let addr = addrs[s % 3];
+            tokio::spawn(async move {
+                for w in 0..WRITES {
+                    append_to(
+                        addr,
+                        &format!("/v1/stream/b{s}"),
+                        format!("{w};").as_bytes(),
+                    )
+                    .await;
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let after = network_totals(&addrs).await;
+    let batches = after.1 - before.1;
+    let batched = after.2 - before.2;
+    assert!(after.0 > before.0, "raft messages were sent");
+    assert!(batches > 0, "the messages went in batches");
+    let per_batch = batched as f64 / batches as f64;
+    eprintln!(
+        "batching: {} messages, {batches} batches, {per_batch:.2} messages per batch",
+        after.0 - before.0
+    );
+    assert!(per_batch > 1.0, "{per_batch} messages per batch");
+    let expected: Vec<u8> = (0..WRITES)
+        .flat_map(|w| format!("{w};").into_bytes())
+        .collect();
+    for s in 0..STREAMS {
+        for addr in &addrs {
+            let mut held = false;
+            for _ in 0..200 {
+                let r = request(
+                    *addr,
+                    "GET",
+                    &format!("/v1/stream/b{s}?offset=-1"),
+                    &[],
+                    b"",
+                )
+                .await
+                .unwrap();
+                if r.status == 200 && r.body == expected {
+                    held = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert!(held, "{addr} holds every write of b{s}");
+        }
+    }
+    for node in nodes {
+        node.kill9();
+    }
+}

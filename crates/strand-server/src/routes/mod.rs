@@ -33,9 +33,11 @@ pub fn router(state: AppState) -> Router {
 /// `GET /__strand/health`: 200 with the node's mode and, for a durable
 /// node, each group's leader, applied index and log counters, and the
 /// counters' totals over the groups (`log`: writes, entries, fsyncs,
-/// `entries_per_fsync`, `proposals_per_fsync`, `mean_fsync_us`); 503 while a durable group has
-/// no leader.
-fn health(state: &AppState) -> Response {
+/// `entries_per_fsync`, `proposals_per_fsync`, `mean_fsync_us`) and, for a
+/// cluster's node, its Raft traffic to its peers (`network`:
+/// `strand_raft::NetworkStats` with `messages_per_batch` and
+/// `messages_per_request`); 503 while a durable group has no leader.
+async fn health(state: &AppState) -> Response {
     let groups = state.engine.group_status();
     let durable = state.engine.is_replicated();
     let ready = groups.iter().all(|g| g.leader.is_some());
@@ -65,6 +67,20 @@ fn health(state: &AppState) -> Response {
             );
         }
         body["log"] = log;
+        if let Some(network) = strand_raft::network_stats(&state.engine).await {
+            let mut value = serde_json::to_value(network).unwrap_or_default();
+            if let Some(map) = value.as_object_mut() {
+                map.insert(
+                    "messages_per_batch".to_owned(),
+                    serde_json::json!(network.messages_per_batch()),
+                );
+                map.insert(
+                    "messages_per_request".to_owned(),
+                    serde_json::json!(network.messages_per_request()),
+                );
+            }
+            body["network"] = value;
+        }
     }
     let status = if ready {
         axum::http::StatusCode::OK
@@ -136,6 +152,33 @@ async fn raft_message(state: &AppState, rest: &str, request: Request) -> Respons
     }
 }
 
+/// `POST /__strand/raft/batch`: a peer's Raft messages for several of
+/// this node's groups at once (`strand_raft::serve_batch`): 200 with one
+/// answer frame per message, each sent as soon as its group answers; 413 for a body over `strand_raft::MAX_BATCH_BODY`
+/// or more than `strand_raft::MAX_BATCH_MESSAGES` messages, 400 for a
+/// body that is not a batch.
+async fn raft_batch(state: &AppState, request: Request) -> Response {
+    let body = match axum::body::to_bytes(request.into_body(), strand_raft::MAX_BATCH_BODY).await {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    };
+    match strand_raft::serve_batch(&state.engine, &body) {
+        Ok(answers) => {
+            use futures_util::StreamExt;
+            (
+                StatusCode::OK,
+                [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
+                Body::from_stream(answers.map(Ok::<_, std::convert::Infallible>)),
+            )
+                .into_response()
+        }
+        Err(e @ strand_raft::BatchRefused::TooMany(_)) => {
+            (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
 async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
@@ -147,11 +190,12 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response {
         crate::cors::preflight()
     } else if uri.path() == "/__strand/health" && (method == Method::GET || method == Method::HEAD)
     {
-        health(&state)
+        health(&state).await
     } else if let Some(rest) = uri.path().strip_prefix("/__strand/raft/")
         && method == Method::POST
     {
         match raft_allowed(&state, request.headers()) {
+            Ok(()) if rest == "batch" => raft_batch(&state, request).await,
             Ok(()) => raft_message(&state, rest, request).await,
             Err(refused) => refused.into_response(),
         }
