@@ -306,13 +306,11 @@ impl StreamStateMachine {
         check_record_precondition(slot.record_index.as_deref(), req.record_match)
             .map_err(|e| record_error(e, tail))?;
         let json_stream = is_json_record_content_type(&slot.metadata.content_type);
-        let ends = inline_record_ends(
-            req.content_type,
-            &slot.metadata.content_type,
-            json_stream,
-            payload,
-        )
-        .map_err(|e| record_error(e, tail))?;
+        // Compared once: the record ends and the content-type check both
+        // need it.
+        let same_type = req.content_type == Some(slot.metadata.content_type.as_str());
+        let ends = inline_record_ends(req.content_type, same_type, json_stream, payload)
+            .map_err(|e| record_error(e, tail))?;
         let ends = ends.as_slice();
         let pending =
             prepare_record_append(slot.record_index.as_deref(), json_stream, tail, len, ends)
@@ -337,7 +335,8 @@ impl StreamStateMachine {
                 "payload must be non-empty unless closing",
             ));
         }
-        if len > 0 {
+        // The request's own content type passes the check.
+        if len > 0 && !same_type {
             check_content_type(
                 slot,
                 req.content_type,
@@ -419,9 +418,11 @@ impl StreamStateMachine {
         data.hot.push(offset, bytes);
         push_message_records(&mut data.message_records, offset, next_offset, ends);
         let records = appended_record_count(ends, len);
+        // `refresh_ttl_entry_at(key)` without finding the slot again.
+        self.ttl.push(&slot.metadata, key);
         self.hot_bytes = self.hot_bytes.saturating_add(len);
         self.usage.record_append(&id.bucket_id, len, records);
-        self.refresh_ttl_entry_at(key);
+        self.compact_ttl_index();
         StreamResponse::Appended {
             offset,
             next_offset,

@@ -52,11 +52,12 @@ impl RecordEnds {
 /// position after every `\n` of a payload that ends with `\n` (none for an
 /// empty payload), and `NonCanonicalJsonPayload` for one that does not.
 ///
-/// `stream_content_type` and `stream_is_json` (its classification) let a
-/// request whose content type is the stream's skip classifying it again.
+/// `same_as_stream` (the content type is the stream's, compared once by
+/// the caller) and `stream_is_json` (the stream's classification) let such
+/// a request skip classifying it again.
 pub(crate) fn inline_record_ends(
     content_type: Option<&str>,
-    stream_content_type: &str,
+    same_as_stream: bool,
     stream_is_json: bool,
     payload: &[u8],
 ) -> Result<RecordEnds, RecordWriteError> {
@@ -64,7 +65,7 @@ pub(crate) fn inline_record_ends(
     let Some(content_type) = content_type else {
         return Ok(ends);
     };
-    let json = if content_type == stream_content_type {
+    let json = if same_as_stream {
         stream_is_json
     } else {
         is_json_record_content_type(content_type)
@@ -143,9 +144,8 @@ mod tests {
             b"x\ny\nzz\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n",
             b"no newline at the end\nx",
         ] {
-            let got =
-                inline_record_ends(Some("application/json"), "application/json", true, payload)
-                    .map(|ends| ends.as_slice().to_vec());
+            let got = inline_record_ends(Some("application/json"), true, true, payload)
+                .map(|ends| ends.as_slice().to_vec());
             assert_eq!(got, payload_record_ends(Some("application/json"), payload));
         }
     }
@@ -165,7 +165,8 @@ mod tests {
             let stream = stream.unwrap_or_default();
             let request = if same { Some(stream.clone()) } else { request };
             let stream_is_json = strand_records::is_json_record_content_type(&stream);
-            let got = inline_record_ends(request.as_deref(), &stream, stream_is_json, &payload)
+            let same = request.as_deref() == Some(stream.as_str());
+            let got = inline_record_ends(request.as_deref(), same, stream_is_json, &payload)
                 .map(|ends| ends.as_slice().to_vec());
             prop_assert_eq!(got, payload_record_ends(request.as_deref(), &payload));
         }

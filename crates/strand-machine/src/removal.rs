@@ -73,7 +73,8 @@ impl StreamStateMachine {
     }
 
     /// Corrected profile: rebuilds the TTL index once stale entries dominate.
-    fn compact_ttl_index(&mut self) {
+    #[inline]
+    pub(crate) fn compact_ttl_index(&mut self) {
         // Corrected profile: every renewal leaves a stale entry behind, so
         // the index would grow with touches, not streams. Rebuilt from the
         // live streams once stale entries dominate; stale entries never

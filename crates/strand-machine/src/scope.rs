@@ -3,9 +3,9 @@
 
 use strand_model::{
     BucketStreamId, ExternalPayloadRef, ExternalRefProblem, MAX_BUCKET_ID_BYTES,
-    MAX_STREAM_PATH_BYTES, MIN_BUCKET_ID_BYTES, ProducerRequest, RESERVED_STREAM_ID,
-    validate_bucket_id, validate_external_payload_ref, validate_producer_request,
-    validate_retention_pair, validate_stream_id,
+    MAX_JS_SAFE_INTEGER, MAX_STREAM_PATH_BYTES, MIN_BUCKET_ID_BYTES, ProducerRequest,
+    RESERVED_STREAM_ID, validate_bucket_id, validate_external_payload_ref,
+    validate_producer_request, validate_retention_pair, validate_stream_id,
 };
 
 use crate::machine::StreamStateMachine;
@@ -23,6 +23,18 @@ pub(crate) fn not_found(id: &BucketStreamId) -> StreamResponse {
 pub(crate) fn check_producer(producer: Option<&ProducerRequest>) -> Result<(), StreamResponse> {
     match producer {
         None => Ok(()),
+        // The usual request: an id starting with a visible ASCII character
+        // is not blank, and both numbers are in range.
+        Some(p)
+            if p.producer_id
+                .as_bytes()
+                .first()
+                .is_some_and(u8::is_ascii_graphic)
+                && p.producer_epoch <= MAX_JS_SAFE_INTEGER
+                && p.producer_seq <= MAX_JS_SAFE_INTEGER =>
+        {
+            Ok(())
+        }
         Some(p) => validate_producer_request(p)
             .map_err(|reason| StreamResponse::error(StreamErrorCode::InvalidProducer, reason)),
     }
@@ -148,6 +160,31 @@ mod tests {
             ..BucketStreamId::new("bench", "s")
         };
         assert!(!plainly_valid(&keyed));
+    }
+
+    /// The fast path of `check_producer` accepts exactly what the
+    /// validator accepts.
+    #[test]
+    fn producer_check_agrees_with_the_validator() {
+        use strand_model::{MAX_JS_SAFE_INTEGER, ProducerRequest, validate_producer_request};
+        for id in [
+            "writer", "w", " w", "\tw", "", " ", "\u{a0}", "\u{a0}x", "é", "-", "~x",
+        ] {
+            for n in [0, 1, MAX_JS_SAFE_INTEGER, MAX_JS_SAFE_INTEGER + 1, u64::MAX] {
+                for (epoch, seq) in [(n, 0), (0, n), (n, n)] {
+                    let p = ProducerRequest {
+                        producer_id: id.to_owned(),
+                        producer_epoch: epoch,
+                        producer_seq: seq,
+                    };
+                    assert_eq!(
+                        super::check_producer(Some(&p)).is_ok(),
+                        validate_producer_request(&p).is_ok(),
+                        "{p:?}"
+                    );
+                }
+            }
+        }
     }
 
     proptest! {
