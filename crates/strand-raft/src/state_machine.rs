@@ -67,7 +67,7 @@ impl GroupStateMachine {
     /// follows), reading the file as it decodes.
     ///
     /// # Errors
-    /// Damaged snapshot files (see [`SnapshotDir`]) or a snapshot that
+    /// Damaged snapshot files (see `snapshot_file`) or a snapshot that
     /// does not restore; the message names the file.
     pub async fn open(dir: &Path, applier: GroupApplier) -> Result<Self, String> {
         let owned = dir.to_path_buf();
