@@ -10,8 +10,10 @@
 //!   Raft metadata it covers (`STRDSNM1`, then MessagePack); replaced
 //!   atomically (temporary file, fsync, rename, directory fsync) only
 //!   after the data file it names is durable;
-//! * `*.data.tmp` / `*.data.recv` — a snapshot being built / received;
-//!   removed at startup (they were never current);
+//! * `snapshot-{seq}.data.{run}.tmp` / `….recv` — a snapshot being built /
+//!   received (`run`: a number drawn when the directory is opened, so a
+//!   previous opening's late task never touches this one's files); removed
+//!   at startup (they were never current);
 //! * `snapshot.bin` — the single-file layout of earlier versions
 //!   (`STRDSNP1`, metadata, bytes): converted to the layout above at
 //!   startup.
@@ -140,7 +142,22 @@ struct DirState {
 #[derive(Debug)]
 pub(crate) struct SnapshotDir {
     dir: PathBuf,
+    /// This opening's number, in the names of its unfinished files.
+    run: u64,
     state: Mutex<DirState>,
+}
+
+/// A number that differs between openings of a directory (in one process
+/// or across restarts): the clock's nanoseconds mixed with the process id
+/// and a per-process counter.
+fn run_number() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static OPENED: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let count = OPENED.fetch_add(1, Ordering::Relaxed);
+    nanos ^ (u64::from(std::process::id()) << 32) ^ count.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 fn data_name(seq: u64) -> String {
@@ -307,7 +324,7 @@ impl SnapshotDir {
             let Some(name) = name.to_str() else { continue };
             let Some(seq) = seq_of(name) else { continue };
             max_seq = max_seq.max(seq);
-            if name.ends_with(".data.tmp") || name.ends_with(".data.recv") {
+            if name.ends_with(".tmp") || name.ends_with(".recv") {
                 let path = entry.path();
                 std::fs::remove_file(&path).map_err(io_at(&path))?;
                 tracing::debug!(file = %path.display(), "removed an unfinished snapshot");
@@ -354,6 +371,7 @@ impl SnapshotDir {
         Ok((
             Self {
                 dir: dir.to_path_buf(),
+                run: run_number(),
                 state: Mutex::new(state),
             },
             opened,
@@ -371,7 +389,7 @@ impl SnapshotDir {
     /// number.
     pub(crate) fn building(&self) -> Result<(u64, BuildSink), String> {
         let seq = self.take_seq();
-        let path = self.dir.join(format!("{}.tmp", data_name(seq)));
+        let path = self.building_path(seq);
         let file = std::fs::File::create(&path).map_err(io_at(&path))?;
         Ok((seq, BuildSink { file }))
     }
@@ -379,7 +397,9 @@ impl SnapshotDir {
     /// A new file to receive a snapshot into.
     pub(crate) fn receiving(&self) -> Result<SnapshotFile, String> {
         let seq = self.take_seq();
-        let path = self.dir.join(format!("{}.recv", data_name(seq)));
+        let path = self
+            .dir
+            .join(format!("{}.{:016x}.recv", data_name(seq), self.run));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -439,7 +459,8 @@ impl SnapshotDir {
 
     /// The path of data file `seq` while it is being built.
     pub(crate) fn building_path(&self, seq: u64) -> PathBuf {
-        self.dir.join(format!("{}.tmp", data_name(seq)))
+        self.dir
+            .join(format!("{}.{:016x}.tmp", data_name(seq), self.run))
     }
 
     /// Removes a file that will not become a snapshot.
@@ -571,6 +592,28 @@ mod tests {
     }
 
     #[test]
+    fn a_late_task_of_an_earlier_opening_leaves_this_openings_files_alone() {
+        use strand_engine::SnapshotSink;
+        let tmp = tempfile::tempdir().unwrap();
+        let (old, _) = SnapshotDir::open(tmp.path()).unwrap();
+        let (new, _) = SnapshotDir::open(tmp.path()).unwrap();
+        // Both hand out the same number next, under different names.
+        let (old_seq, _old_sink) = old.building().unwrap();
+        let (new_seq, mut new_sink) = new.building().unwrap();
+        assert_eq!(old_seq, new_seq);
+        assert_ne!(old.building_path(old_seq), new.building_path(new_seq));
+        // The earlier opening's build fails and cleans up after itself.
+        old.discard(&old.building_path(old_seq));
+        new_sink.write_all(b"still here").unwrap();
+        new_sink.finish().unwrap();
+        let (_, current) = new
+            .commit(new_seq, &new.building_path(new_seq), &meta(4), false)
+            .unwrap();
+        assert!(current);
+        assert_eq!(read_current(&new).unwrap().1, b"still here");
+    }
+
+    #[test]
     fn a_data_file_of_the_wrong_length_is_a_startup_error_naming_it() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, _) = SnapshotDir::open(tmp.path()).unwrap();
@@ -629,7 +672,7 @@ mod tests {
     #[test]
     fn file_numbers_are_parsed_only_from_our_names() {
         assert_eq!(seq_of(&data_name(42)), Some(42));
-        assert_eq!(seq_of(&format!("{}.tmp", data_name(7))), Some(7));
+        assert_eq!(seq_of(&format!("{}.00ab.tmp", data_name(7))), Some(7));
         assert_eq!(seq_of("snapshot-12.data"), None);
         assert_eq!(seq_of("snapshot.meta"), None);
         assert_eq!(seq_of("snapshot-../../x.data"), None);
