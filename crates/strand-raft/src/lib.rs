@@ -733,10 +733,18 @@ impl GroupLog for RaftGroup {
             Ok(mut guard) => guard.take(),
             Err(poisoned) => poisoned.into_inner().take(),
         };
+        let snapshots = self.snapshots.clone();
         Box::pin(async move {
             let _ = raft.shutdown().await;
-            // Everything queued is written before the files are reopened.
-            let _ = tokio::task::spawn_blocking(move || log.close()).await;
+            // Everything queued is written before the files are reopened;
+            // a snapshot task still running keeps nothing.
+            let _ = tokio::task::spawn_blocking(move || {
+                log.close();
+                if let Some(snapshots) = snapshots {
+                    snapshots.close();
+                }
+            })
+            .await;
             if let Some(lock) = lock {
                 lock.group_stopped();
             }

@@ -144,6 +144,8 @@ pub(crate) struct SnapshotDir {
     dir: PathBuf,
     /// This opening's number, in the names of its unfinished files.
     run: u64,
+    /// Held by a commit; `true` once closed.
+    commits: Mutex<bool>,
     state: Mutex<DirState>,
 }
 
@@ -372,6 +374,7 @@ impl SnapshotDir {
             Self {
                 dir: dir.to_path_buf(),
                 run: run_number(),
+                commits: Mutex::new(false),
                 state: Mutex::new(state),
             },
             opened,
@@ -427,34 +430,52 @@ impl SnapshotDir {
         meta: &Meta,
         installed: bool,
     ) -> Result<(std::fs::File, bool), String> {
+        // Commits happen one at a time, and none after `close`.
+        let closed = lock(&self.commits);
+        if *closed {
+            self.discard(from);
+            return Err("the group has stopped; the snapshot is not kept".to_owned());
+        }
         let path = self.dir.join(data_name(seq));
         std::fs::rename(from, &path).map_err(io_at(&path))?;
         let file = std::fs::File::open(&path).map_err(io_at(&path))?;
         let len = file.metadata().map_err(io_at(&path))?.len();
-        let mut state = lock(&self.state);
-        if installed {
-            state.installed += 1;
-        } else {
-            state.built += 1;
-        }
-        let newer = match &state.current {
-            Some((current, _, _)) => meta.last_log_id > current.last_log_id,
-            None => true,
+        let newer = {
+            let mut state = lock(&self.state);
+            if installed {
+                state.installed += 1;
+            } else {
+                state.built += 1;
+            }
+            match &state.current {
+                Some((current, _, _)) => meta.last_log_id > current.last_log_id,
+                None => true,
+            }
         };
         if !newer {
-            drop(state);
             std::fs::remove_file(&path).map_err(io_at(&path))?;
             return Ok((file, false));
         }
         sync_dir(&self.dir)?;
         write_atomically(&self.dir, META_FILE, &encode_meta(seq, len, meta)?)?;
-        if let Some((_, old, _)) = state.current.replace((meta.clone(), seq, len)) {
+        // Replaced under the state lock, removed after: a reader that saw
+        // the old number has opened its file already.
+        let old = lock(&self.state).current.replace((meta.clone(), seq, len));
+        if let Some((_, old, _)) = old {
             let old = self.dir.join(data_name(old));
             if let Err(e) = std::fs::remove_file(&old) {
                 tracing::warn!(file = %old.display(), error = %e, "an old snapshot could not be removed");
             }
         }
+        drop(closed);
         Ok((file, true))
+    }
+
+    /// Stops every later commit (the group is shutting down): a snapshot
+    /// task still running afterwards removes its file instead of making it
+    /// current. Waits for a commit in progress.
+    pub(crate) fn close(&self) {
+        *lock(&self.commits) = true;
     }
 
     /// The path of data file `seq` while it is being built.
@@ -611,6 +632,15 @@ mod tests {
             .unwrap();
         assert!(current);
         assert_eq!(read_current(&new).unwrap().1, b"still here");
+        // Once closed, a late build keeps nothing and removes its file.
+        new.close();
+        let (seq, mut sink) = new.building().unwrap();
+        sink.write_all(b"late").unwrap();
+        sink.finish().unwrap();
+        let path = new.building_path(seq);
+        assert!(new.commit(seq, &path, &meta(9), false).is_err());
+        assert!(!path.exists());
+        assert_eq!(read_current(&new).unwrap().0, meta(4));
     }
 
     #[test]
