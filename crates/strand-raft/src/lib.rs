@@ -481,22 +481,27 @@ impl RaftGroup {
                     Ok(answer) => {
                         let local = proposer.clone();
                         tokio::spawn(async move {
-                            let outcome = match answer.await {
-                                Ok(Ok(response)) => Ok(response.data),
-                                Ok(Err(openraft::error::ClientWriteError::ForwardToLeader(f))) => {
-                                    match (copy, f.leader_id, f.leader_node) {
-                                        (Some(((links, client), entry)), Some(id), Some(node)) => {
-                                            let addr = links.addr_of(id, &node.addr);
-                                            forward_to(
-                                                &local, &client, &addr, &links, group, &entry,
-                                            )
-                                            .await
-                                        }
-                                        _ => Err(EngineError::Unavailable),
-                                    }
+                            let outcome = match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
+                                Err(_) => {
+                                    tracing::warn!(
+                                        group,
+                                        "a proposal got no answer within {ANSWER_TIMEOUT:?}; answered unavailable"
+                                    );
+                                    Err(EngineError::Unavailable)
                                 }
-                                Ok(Err(_)) => Err(EngineError::Unavailable),
-                                Err(_) => Err(EngineError::Shutdown),
+                                Ok(Ok(Ok(response))) => Ok(response.data),
+                                Ok(Ok(Err(
+                                    openraft::error::ClientWriteError::ForwardToLeader(f),
+                                ))) => match (copy, f.leader_id, f.leader_node) {
+                                    (Some(((links, client), entry)), Some(id), Some(node)) => {
+                                        let addr = links.addr_of(id, &node.addr);
+                                        forward_to(&local, &client, &addr, &links, group, &entry)
+                                            .await
+                                    }
+                                    _ => Err(EngineError::Unavailable),
+                                },
+                                Ok(Ok(Err(_))) => Err(EngineError::Unavailable),
+                                Ok(Err(_)) => Err(EngineError::Shutdown),
                             };
                             drop(permit);
                             answer_all(dones, outcome);
@@ -526,6 +531,14 @@ impl RaftGroup {
 /// Proposals of a group waiting for their commit at a time; the ones
 /// that arrive meanwhile wait and are then proposed together.
 const IN_FLIGHT: usize = 2;
+/// How long a proposal waits for openraft's answer before it is answered
+/// `Unavailable` and gives its place back. openraft 0.9 never answers an
+/// entry that a deposed leader appended and then dropped by installing
+/// the new leader's snapshot (it answers only applied or truncated
+/// entries), so without this bound two such entries would stop the group's
+/// proposals on this node for good. The entry may still commit later: a
+/// client retrying with its producer headers is deduplicated.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 /// The most proposals one log entry holds.
 const MAX_BATCH: usize = 256;
 /// A batch takes no more proposals once its payloads reach this many bytes.
