@@ -85,10 +85,8 @@ impl HotBuffer {
 
     /// All chunk bytes concatenated in chunk order.
     pub(crate) fn payload(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(to_usize(self.len()));
-        for chunk in &self.chunks {
-            out.extend_from_slice(&chunk.bytes);
-        }
+        let mut out = Vec::new();
+        self.payload_into(&mut out);
         out
     }
 
@@ -119,20 +117,9 @@ impl HotBuffer {
 
     /// One segment per chunk, with positions inside [`HotBuffer::payload`].
     pub(crate) fn segments(&self) -> Vec<HotPayloadSegment> {
-        let mut at = 0usize;
-        self.chunks
-            .iter()
-            .map(|chunk| {
-                let start = at;
-                at = at.saturating_add(chunk.bytes.len());
-                HotPayloadSegment {
-                    start_offset: chunk.start,
-                    end_offset: chunk.end,
-                    payload_start: start,
-                    payload_end: at,
-                }
-            })
-            .collect()
+        let mut out = Vec::with_capacity(self.chunks.len());
+        self.segments_into(&mut out);
+        out
     }
 
     /// Bytes at or after `from`, summed over all chunks.

@@ -214,41 +214,13 @@ impl Http {
         token: Option<&str>,
         timeout: std::time::Duration,
     ) -> Result<Bytes, String> {
-        let host = host_port(addr);
-        let exchange = async {
-            let mut request = Request::post(format!("http://{host}{path}"))
-                .header(CONTENT_TYPE, "application/msgpack");
-            if let Some(token) = token {
-                request = request.header(CLUSTER_TOKEN_HEADER, token);
-            }
-            let request = request
-                .body(Full::new(Bytes::from(body)))
-                .map_err(|e| format!("{host}: {e}"))?;
-            let response =
-                self.client.request(request).await.map_err(
-                    |e| match std::error::Error::source(&e) {
-                        Some(cause) => format!("{host}: {e}: {cause}"),
-                        None => format!("{host}: {e}"),
-                    },
-                )?;
-            let status = response.status();
-            let answer = Limited::new(response.into_body(), MAX_ANSWER)
-                .collect()
-                .await
-                .map_err(|e| format!("{host}: {e}"))?
-                .to_bytes();
-            if status != StatusCode::OK {
-                return Err(format!(
-                    "status {}: {}",
-                    status.as_u16(),
-                    String::from_utf8_lossy(&answer).trim()
-                ));
-            }
-            Ok(answer)
-        };
-        tokio::time::timeout(timeout, exchange)
-            .await
-            .map_err(|_| format!("{addr}: timed out"))?
+        let mut answer = bytes::BytesMut::new();
+        self.post_streaming(addr, path, body, token, timeout, |piece| {
+            answer.extend_from_slice(&piece);
+            Ok(())
+        })
+        .await?;
+        Ok(answer.freeze())
     }
 }
 
