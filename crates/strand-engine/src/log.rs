@@ -359,12 +359,6 @@ pub trait SnapshotSink: std::io::Write + Send + 'static {
     fn finish(&mut self) -> std::io::Result<()>;
 }
 
-impl SnapshotSink for Vec<u8> {
-    fn finish(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Counts the bytes written through it.
 struct Counted<'a> {
     inner: &'a mut dyn SnapshotSink,

@@ -83,14 +83,8 @@ impl HotBuffer {
         self.chunks.front().map_or(0, |c| c.start)
     }
 
-    /// All chunk bytes concatenated in chunk order.
-    pub(crate) fn payload(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.payload_into(&mut out);
-        out
-    }
-
-    /// [`HotBuffer::payload`] written into `out` (its capacity kept).
+    /// The bytes of all chunks, concatenated in chunk order, written into
+    /// `out` (its capacity kept).
     pub(crate) fn payload_into(&self, out: &mut Vec<u8>) {
         out.clear();
         out.reserve(to_usize(self.len()));
@@ -115,7 +109,8 @@ impl HotBuffer {
         }));
     }
 
-    /// One segment per chunk, with positions inside [`HotBuffer::payload`].
+    /// One segment per chunk, with positions inside the concatenation
+    /// [`HotBuffer::payload_into`] writes.
     pub(crate) fn segments(&self) -> Vec<HotPayloadSegment> {
         let mut out = Vec::with_capacity(self.chunks.len());
         self.segments_into(&mut out);
@@ -261,7 +256,9 @@ mod tests {
         let mut b = buffer(&[(0, "ab"), (2, "cd"), (4, "ef")]);
         assert_eq!(b.flush_prefix(3), 3);
         assert_eq!(b.internal_start(), 3);
-        assert_eq!(b.payload(), b"def");
+        let mut payload = Vec::new();
+        b.payload_into(&mut payload);
+        assert_eq!(payload, b"def");
         assert_eq!(b.len(), 3);
         assert!(b.covers_prefix(3, 6));
         assert!(!b.covers_prefix(3, 7));

@@ -19,28 +19,35 @@ use crate::slot::{SlotData, SlotRare, StreamSlot};
 use crate::ttl::TtlIndex;
 
 fn entry_of(slot: &StreamSlot, corrected: bool) -> StreamSnapshotEntry {
-    StreamSnapshotEntry {
+    // Metadata and setsums as they are; every other field filled by
+    // `refill_entry`, the one place that maps a slot to its entry.
+    let mut entry = StreamSnapshotEntry {
         metadata: slot.metadata.clone(),
-        attrs: slot.attrs().cloned(),
-        hot_start_offset: slot.hot().public_start(slot.metadata.tail_offset),
-        payload: slot.hot().payload(),
-        hot_segments: slot.hot().segments(),
-        cold_frontier_offset: slot.cold_frontier(),
+        attrs: None,
+        hot_start_offset: 0,
+        payload: Vec::new(),
+        hot_segments: Vec::new(),
+        cold_frontier_offset: 0,
         cold_index_generation: 0,
-        cold_chunks: slot.cold().chunks().to_vec(),
-        external_segments: slot.cold().external().to_vec(),
-        message_records: slot.message_records().to_vec(),
-        record_index: slot.record_index.as_deref().cloned(),
-        integrity: slot
-            .integrity()
-            .snapshot(slot.retained_offset(), slot.metadata.tail_offset),
-        retained_offset: Some(slot.retained_offset()),
-        visible_snapshot: slot.visible_snapshot().cloned(),
-        producer_states: slot.producers().snapshot(),
-        // Corrected profile: the raw frontier too, so restore is exact.
-        cold_raw_frontier_offset: corrected.then_some(slot.cold().raw_frontier),
-        fork: slot.fork().map(ForkState::to_snapshot),
-    }
+        cold_chunks: Vec::new(),
+        external_segments: Vec::new(),
+        message_records: Vec::new(),
+        record_index: None,
+        integrity: integrity_of(slot),
+        retained_offset: None,
+        visible_snapshot: None,
+        producer_states: Vec::new(),
+        cold_raw_frontier_offset: None,
+        fork: None,
+    };
+    refill_fields(slot, corrected, &mut entry);
+    entry
+}
+
+/// The stream's integrity setsums as its snapshot entry holds them.
+fn integrity_of(slot: &StreamSlot) -> strand_integrity::StreamIntegritySnapshot {
+    slot.integrity()
+        .snapshot(slot.retained_offset(), slot.metadata.tail_offset)
 }
 
 /// Overwrites `entry` with `slot`'s snapshot entry, the same value as
@@ -48,9 +55,17 @@ fn entry_of(slot: &StreamSlot, corrected: bool) -> StreamSnapshotEntry {
 /// `entry` already holds (the binary snapshot writer refills one entry
 /// per stream, so similar streams allocate almost nothing).
 fn refill_entry(slot: &StreamSlot, corrected: bool, entry: &mut StreamSnapshotEntry) {
+    refill_metadata(&slot.metadata, &mut entry.metadata);
+    entry.integrity = integrity_of(slot);
+    refill_fields(slot, corrected, entry);
+}
+
+/// Every field of `slot`'s entry but the metadata and the setsums,
+/// written into `entry`, keeping its vectors' capacity.
+fn refill_fields(slot: &StreamSlot, corrected: bool, entry: &mut StreamSnapshotEntry) {
     // Destructured so that a new entry field fails to compile here.
     let StreamSnapshotEntry {
-        metadata,
+        metadata: _,
         attrs,
         hot_start_offset,
         payload,
@@ -61,14 +76,13 @@ fn refill_entry(slot: &StreamSlot, corrected: bool, entry: &mut StreamSnapshotEn
         external_segments,
         message_records,
         record_index,
-        integrity,
+        integrity: _,
         retained_offset,
         visible_snapshot,
         producer_states,
         cold_raw_frontier_offset,
         fork,
     } = entry;
-    refill_metadata(&slot.metadata, metadata);
     *attrs = slot.attrs().cloned();
     *hot_start_offset = slot.hot().public_start(slot.metadata.tail_offset);
     slot.hot().payload_into(payload);
@@ -79,12 +93,10 @@ fn refill_entry(slot: &StreamSlot, corrected: bool, entry: &mut StreamSnapshotEn
     external_segments.clone_from_slice_or_extend(slot.cold().external());
     message_records.clone_from_slice_or_extend(slot.message_records());
     *record_index = slot.record_index.as_deref().cloned();
-    *integrity = slot
-        .integrity()
-        .snapshot(slot.retained_offset(), slot.metadata.tail_offset);
     *retained_offset = Some(slot.retained_offset());
     *visible_snapshot = slot.visible_snapshot().cloned();
     slot.producers().snapshot_into(producer_states);
+    // Corrected profile: the raw frontier too, so restore is exact.
     *cold_raw_frontier_offset = corrected.then_some(slot.cold().raw_frontier);
     *fork = slot.fork().map(ForkState::to_snapshot);
 }

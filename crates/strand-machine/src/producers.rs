@@ -277,8 +277,8 @@ impl Producers {
         self.get(producer_id).map(|s| s.last_items.as_slice())
     }
 
-    /// [`Producers::snapshot`] written into `out`, reusing its producers'
-    /// strings and vectors (the same value as `*out = self.snapshot()`).
+    /// The snapshot form, sorted by producer id, written into `out`,
+    /// reusing its producers' strings and vectors.
     pub(crate) fn snapshot_into(&self, out: &mut Vec<ProducerSnapshot>) {
         let mut n = 0;
         for (id, s) in self.map.iter().flat_map(|m| m.iter()) {
@@ -315,24 +315,6 @@ impl Producers {
             n += 1;
         }
         out.truncate(n);
-    }
-
-    /// Snapshot form, sorted by producer id.
-    pub(crate) fn snapshot(&self) -> Vec<ProducerSnapshot> {
-        self.map
-            .iter()
-            .flat_map(|m| m.iter())
-            .map(|(id, s)| ProducerSnapshot {
-                producer_id: id.clone(),
-                producer_epoch: s.epoch,
-                producer_seq: s.seq,
-                last_start_offset: s.last_start_offset,
-                last_next_offset: s.last_next_offset,
-                last_closed: s.last_closed,
-                last_items: s.last_items.clone(),
-                receipts: s.receipts.to_vec(),
-            })
-            .collect()
     }
 
     /// Inserts a restored producer; returns false if the id was present.
@@ -460,24 +442,39 @@ impl ReceiptLog {
     }
 
     fn expand(&self, index: usize, e: &ReceiptEntry) -> ProducerReceipt {
+        let mut receipt = ProducerReceipt {
+            producer_seq: 0,
+            start_offset: 0,
+            next_offset: 0,
+            closed: false,
+            items: Vec::new(),
+        };
+        self.expand_into(index, e, &mut receipt);
+        receipt
+    }
+
+    /// [`ReceiptLog::expand`] written into `out`, keeping its items'
+    /// capacity.
+    fn expand_into(&self, index: usize, e: &ReceiptEntry, out: &mut ProducerReceipt) {
         let closed = e.flags & CLOSED != 0;
-        let items = if e.flags & CUSTOM_ITEMS != 0 {
-            self.items.get(&index).cloned().unwrap_or_default()
+        out.producer_seq = e.seq;
+        out.start_offset = e.start;
+        out.next_offset = e.next;
+        out.closed = closed;
+        if e.flags & CUSTOM_ITEMS != 0 {
+            match self.items.get(&index) {
+                Some(custom) => out.items.clone_from(custom),
+                None => out.items.clear(),
+            }
         } else {
-            vec![ProducerAppendRecord {
+            out.items.clear();
+            out.items.push(ProducerAppendRecord {
                 start_offset: e.start,
                 next_offset: e.next,
                 closed,
                 record_start: (e.flags & HAS_RECORD_START != 0).then_some(e.record_start),
                 record_next: (e.flags & HAS_RECORD_NEXT != 0).then_some(e.record_next),
-            }]
-        };
-        ProducerReceipt {
-            producer_seq: e.seq,
-            start_offset: e.start,
-            next_offset: e.next,
-            closed,
-            items,
+            });
         }
     }
 
@@ -516,50 +513,16 @@ impl ReceiptLog {
         self.entries.get(index).map(|e| (index, *e))
     }
 
-    /// [`ReceiptLog::to_vec`] written into `out`, reusing its receipts'
-    /// item vectors.
+    /// Every receipt, expanded, written into `out` (reusing its receipts'
+    /// item vectors).
     fn write_into(&self, out: &mut Vec<ProducerReceipt>) {
         out.truncate(self.entries.len());
         for (i, e) in self.entries.iter().enumerate() {
             if i == out.len() {
                 out.push(self.expand(i, e));
-                continue;
-            }
-            let closed = e.flags & CLOSED != 0;
-            let ProducerReceipt {
-                producer_seq,
-                start_offset,
-                next_offset,
-                closed: receipt_closed,
-                items,
-            } = &mut out[i];
-            *producer_seq = e.seq;
-            *start_offset = e.start;
-            *next_offset = e.next;
-            *receipt_closed = closed;
-            if e.flags & CUSTOM_ITEMS != 0 {
-                match self.items.get(&i) {
-                    Some(custom) => items.clone_from(custom),
-                    None => items.clear(),
-                }
             } else {
-                items.clear();
-                items.push(ProducerAppendRecord {
-                    start_offset: e.start,
-                    next_offset: e.next,
-                    closed,
-                    record_start: (e.flags & HAS_RECORD_START != 0).then_some(e.record_start),
-                    record_next: (e.flags & HAS_RECORD_NEXT != 0).then_some(e.record_next),
-                });
+                self.expand_into(i, e, &mut out[i]);
             }
         }
-    }
-
-    fn to_vec(&self) -> Vec<ProducerReceipt> {
-        self.entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| self.expand(i, e))
-            .collect()
     }
 }
