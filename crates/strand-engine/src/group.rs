@@ -468,7 +468,7 @@ impl GroupCore {
             LogInput::Install { machine, reply } => {
                 self.machine = *machine;
                 self.waiters.wake_all(&Wake::Changed);
-                let _ = reply.send(Ok(()));
+                let _ = reply.send(());
             }
         }
     }

@@ -264,12 +264,12 @@ pub(crate) enum LogInput {
     /// Write the machine's binary snapshot into `sink`.
     Snapshot {
         sink: Box<dyn SnapshotSink>,
-        reply: oneshot::Sender<Result<u64, String>>,
+        reply: oneshot::Sender<Result<(), String>>,
     },
     /// Replace the machine with one a snapshot restored.
     Install {
         machine: Box<strand::StreamStateMachine>,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: oneshot::Sender<()>,
     },
 }
 
@@ -310,8 +310,7 @@ impl GroupApplier {
     /// (`docs/snapshot-format.md`) is encoded into `sink` on a blocking
     /// thread, from a copy of the machine, so the group goes on serving
     /// meanwhile and the snapshot is never held whole in memory;
-    /// [`PendingSnapshot::wait`] yields the number of bytes written once
-    /// [`SnapshotSink::finish`] has returned.
+    /// [`PendingSnapshot::wait`] returns once [`SnapshotSink::finish`] has.
     pub fn snapshot_into(&self, sink: Box<dyn SnapshotSink>) -> PendingSnapshot {
         let (reply, rx) = oneshot::channel();
         match self.tx.send(LogInput::Snapshot { sink, reply }) {
@@ -342,8 +341,7 @@ impl GroupApplier {
                 reply,
             })
             .map_err(|_| "the group has stopped".to_owned())?;
-        rx.await
-            .unwrap_or_else(|_| Err("the group has stopped".to_owned()))
+        rx.await.map_err(|_| "the group has stopped".to_owned())
     }
 }
 
@@ -359,54 +357,27 @@ pub trait SnapshotSink: std::io::Write + Send + 'static {
     fn finish(&mut self) -> std::io::Result<()>;
 }
 
-/// Counts the bytes written through it.
-struct Counted<'a> {
-    inner: &'a mut dyn SnapshotSink,
-    bytes: u64,
-}
-
-impl std::io::Write for Counted<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.bytes += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// Encodes `machine`'s binary snapshot into `sink`, flushes and finishes
-/// it; the number of bytes written.
+/// Encodes `machine`'s binary snapshot into `sink` (`write_snapshot`
+/// flushes it), then finishes it.
 pub(crate) fn encode_snapshot(
     machine: &strand::StreamStateMachine,
     mut sink: Box<dyn SnapshotSink>,
-) -> Result<u64, String> {
-    use std::io::Write;
-    let mut counted = Counted {
-        inner: sink.as_mut(),
-        bytes: 0,
-    };
-    strand::write_snapshot(machine, strand::SnapshotFormat::Binary, &mut counted)
+) -> Result<(), String> {
+    strand::write_snapshot(machine, strand::SnapshotFormat::Binary, &mut sink)
         .map_err(|e| e.to_string())?;
-    counted.flush().map_err(|e| e.to_string())?;
-    let bytes = counted.bytes;
-    sink.finish().map_err(|e| e.to_string())?;
-    Ok(bytes)
+    sink.finish().map_err(|e| e.to_string())
 }
 
 /// A snapshot requested from a group's task.
 #[derive(Debug)]
-pub struct PendingSnapshot(Option<oneshot::Receiver<Result<u64, String>>>);
+pub struct PendingSnapshot(Option<oneshot::Receiver<Result<(), String>>>);
 
 impl PendingSnapshot {
-    /// Waits until the snapshot is written and finished; the number of
-    /// bytes written.
+    /// Waits until the snapshot is written and finished.
     ///
     /// # Errors
     /// The codec's or the sink's error, or that the group stopped.
-    pub async fn wait(self) -> Result<u64, String> {
+    pub async fn wait(self) -> Result<(), String> {
         match self.0 {
             Some(rx) => rx
                 .await

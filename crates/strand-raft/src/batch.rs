@@ -391,10 +391,7 @@ impl Batcher {
 
     /// The queue to `addr`, with its task started on first use.
     fn queue(&self, addr: &str) -> mpsc::Sender<Outgoing> {
-        let mut queues = match self.queues.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut queues = crate::log_store::lock(&self.queues);
         if let Some(tx) = queues.get(addr)
             && !tx.is_closed()
         {

@@ -27,6 +27,7 @@ use std::task::{Context, Poll};
 use openraft::{BasicNode, SnapshotMeta};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
+use crate::log_store::lock;
 use crate::types::NodeId;
 
 /// Raft's metadata of a snapshot.
@@ -298,13 +299,6 @@ fn convert_legacy(dir: &Path, seq: u64) -> Result<(), String> {
     sync_dir(dir)?;
     tracing::info!(dir = %dir.display(), "converted snapshot.bin to the streamed snapshot layout");
     Ok(())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    }
 }
 
 impl SnapshotDir {

@@ -7,7 +7,8 @@
 //! or restored ([`crate::snapshot_file`]): never held whole in memory.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -19,19 +20,14 @@ use strand_engine::{EntryOutcome, GroupApplier, GroupEntry, PendingSnapshot};
 use crate::snapshot_file::{BuildSink, Meta, SnapshotDir, SnapshotFile};
 use crate::types::{NodeId, TypeConfig};
 
-/// Snapshots built since start (for unique snapshot ids).
-#[derive(Default)]
-struct Current {
-    counter: u64,
-}
-
 /// One group's state machine, as openraft sees it.
 pub struct GroupStateMachine {
     applier: GroupApplier,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
     files: Arc<SnapshotDir>,
-    current: Arc<Mutex<Current>>,
+    /// Snapshots built since start (for unique snapshot ids).
+    built: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for GroupStateMachine {
@@ -54,13 +50,6 @@ fn snap_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
 impl GroupStateMachine {
     /// Opens the group's state machine: restores the machine from the
     /// current snapshot in `dir` when there is one (the log replays what
@@ -79,7 +68,7 @@ impl GroupStateMachine {
             last_applied: None,
             membership: StoredMembership::default(),
             files: Arc::new(files),
-            current: Arc::new(Mutex::new(Current::default())),
+            built: Arc::new(AtomicU64::new(0)),
         };
         if let Some((meta, file)) = found {
             sm.applier
@@ -110,7 +99,8 @@ pub struct SnapshotBuilder {
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
     files: Arc<SnapshotDir>,
-    current: Arc<Mutex<Current>>,
+    /// Snapshots built since start (for unique snapshot ids).
+    built: Arc<AtomicU64>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -120,18 +110,11 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             None => return Err(snap_err("the snapshot was already built")),
         };
         let tmp = self.files.building_path(seq);
-        let bytes = match pending.wait().await {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                self.files.discard(&tmp);
-                return Err(snap_err(e));
-            }
-        };
-        let counter = {
-            let mut current = lock(&self.current);
-            current.counter += 1;
-            current.counter
-        };
+        if let Err(e) = pending.wait().await {
+            self.files.discard(&tmp);
+            return Err(snap_err(e));
+        }
+        let counter = self.built.fetch_add(1, Ordering::Relaxed) + 1;
         let snapshot_id = match &self.last_applied {
             Some(l) => format!("{}-{}-{counter}", l.leader_id, l.index),
             None => format!("none-{counter}"),
@@ -148,7 +131,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 .await
                 .map_err(snap_err)?
                 .map_err(snap_err)?;
-        tracing::debug!(bytes, current, snapshot = %meta.snapshot_id, "snapshot written");
+        tracing::debug!(current, snapshot = %meta.snapshot_id, "snapshot written");
         Ok(Snapshot {
             meta,
             snapshot: Box::new(SnapshotFile::reading(file)),
@@ -217,7 +200,7 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
             last_applied: self.last_applied,
             membership: self.membership.clone(),
             files: Arc::clone(&self.files),
-            current: Arc::clone(&self.current),
+            built: Arc::clone(&self.built),
         }
     }
 
