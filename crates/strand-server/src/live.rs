@@ -269,6 +269,7 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
         offset: 0,
         done: false,
         announced: false,
+        caught_up: false,
         started: Instant::now(),
         _permit: permit,
     };
@@ -285,6 +286,12 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
     Ok(out)
 }
 
+/// Bytes a control event takes, with its cursor (about 130), rounded up.
+const CONTROL_EVENT_BYTES: usize = 192;
+/// Bytes a data event adds to its payload when the payload is one line
+/// (`event: data`, `data:` and the newlines); more lines grow the buffer.
+const DATA_EVENT_OVERHEAD: usize = 24;
+
 struct SseSession {
     state: AppState,
     target: StreamRequest,
@@ -295,6 +302,8 @@ struct SseSession {
     offset: u64,
     done: bool,
     announced: bool,
+    /// The last page was up to date (or empty): park before reading again.
+    caught_up: bool,
     started: Instant,
     _permit: LivePermit,
 }
@@ -308,6 +317,41 @@ impl SseSession {
         let mut shutdown = self.state.shutdown.clone();
         let max = Duration::from_millis(self.state.config.sse_max_duration_ms.max(1));
         loop {
+            if self.caught_up {
+                // Park right away: the group answers at once if the tail
+                // moved meanwhile, so a read that would find nothing new
+                // is not needed (one group round trip per event saved).
+                self.caught_up = false;
+                let elapsed = self.started.elapsed();
+                if elapsed >= max || *shutdown.borrow() {
+                    return None;
+                }
+                let timeout = self.state.config.long_poll_timeout().min(max - elapsed);
+                let wait = self
+                    .state
+                    .engine
+                    .wait(self.target.id.clone(), self.offset, timeout);
+                let outcome = tokio::select! {
+                    outcome = wait => outcome.ok()?,
+                    _ = shutdown.changed() => WaitOutcome::Shutdown,
+                };
+                match outcome {
+                    WaitOutcome::Changed => {}
+                    WaitOutcome::Appended(notice) => {
+                        self.pending = Some(notice_read(notice, self.content_type.clone()));
+                    }
+                    WaitOutcome::Shutdown => return None,
+                    WaitOutcome::TimedOut => {
+                        self.caught_up = true;
+                        let next = offsets::render(self.offset);
+                        let control =
+                            sse::control_json(&next, Some(&self.next_cursor()), true, false);
+                        let mut out = BytesMut::with_capacity(CONTROL_EVENT_BYTES);
+                        sse::push_event(&mut out, "control", control.as_bytes());
+                        return Some(out.freeze());
+                    }
+                }
+            }
             let read = match self.pending.take() {
                 Some(read) => read,
                 None => {
@@ -324,10 +368,8 @@ impl SseSession {
             };
             let page = page_of(read);
             self.offset = page.next_offset;
-            let next = offsets::render(page.next_offset);
-            let cursor =
-                next_cursor(self.state.engine.now_ms(), self.cursor.as_deref()).to_string();
-            let mut out = BytesMut::new();
+            // Room for the control event; a data event reserves its own.
+            let mut out = BytesMut::with_capacity(CONTROL_EVENT_BYTES);
             if !page.empty {
                 let payload = match page.body {
                     PageBody::Rendered(b) => b,
@@ -336,53 +378,41 @@ impl SseSession {
                 match self.encoding {
                     DataEncoding::Base64 => {
                         let text = base64::engine::general_purpose::STANDARD.encode(&payload);
+                        out.reserve(text.len() + DATA_EVENT_OVERHEAD);
                         sse::push_event(&mut out, "data", text.as_bytes());
                     }
                     DataEncoding::Text | DataEncoding::Json => {
+                        out.reserve(payload.len() + DATA_EVENT_OVERHEAD);
                         sse::push_event(&mut out, "data", &payload)
                     }
                 }
             }
             let closed_end = page.closed && page.up_to_date;
             if !page.empty || !self.announced || closed_end {
-                let control = sse::control_json(&next, Some(&cursor), page.up_to_date, closed_end);
+                let next = offsets::render(page.next_offset);
+                let control = sse::control_json(
+                    &next,
+                    Some(&self.next_cursor()),
+                    page.up_to_date,
+                    closed_end,
+                );
                 sse::push_event(&mut out, "control", control.as_bytes());
                 self.announced = true;
             }
             if closed_end {
                 self.done = true;
             }
+            // Up to date, or nothing to send: wait before reading again.
+            self.caught_up = page.up_to_date || out.is_empty();
             if !out.is_empty() {
                 return Some(out.freeze());
             }
-            // Caught up and idle: park until the stream changes.
-            let elapsed = self.started.elapsed();
-            if elapsed >= max || *shutdown.borrow() {
-                return None;
-            }
-            let timeout = self.state.config.long_poll_timeout().min(max - elapsed);
-            let wait = self
-                .state
-                .engine
-                .wait(self.target.id.clone(), self.offset, timeout);
-            let outcome = tokio::select! {
-                outcome = wait => outcome.ok()?,
-                _ = shutdown.changed() => WaitOutcome::Shutdown,
-            };
-            match outcome {
-                WaitOutcome::Changed => {}
-                WaitOutcome::Appended(notice) => {
-                    self.pending = Some(notice_read(notice, self.content_type.clone()));
-                }
-                WaitOutcome::Shutdown => return None,
-                WaitOutcome::TimedOut => {
-                    let control = sse::control_json(&next, Some(&cursor), true, false);
-                    let mut out = BytesMut::new();
-                    sse::push_event(&mut out, "control", control.as_bytes());
-                    return Some(out.freeze());
-                }
-            }
         }
+    }
+
+    /// The cursor of the next control event.
+    fn next_cursor(&self) -> String {
+        next_cursor(self.state.engine.now_ms(), self.cursor.as_deref()).to_string()
     }
 }
 

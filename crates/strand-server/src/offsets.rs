@@ -2,17 +2,27 @@
 //! fixed-width 16-digit decimals joined by `_`, so string order is numeric
 //! order; `-1` and `now` are the two sentinels.
 
-use std::fmt::Write as _;
-
 use strand_engine::ReadFrom;
 
 const SPLIT: u64 = 10_000_000_000_000_000;
 
 /// Renders a byte offset: `{v / 10^16:016}_{v % 10^16:016}`.
+///
+/// Both halves are below 10^16 (`u64::MAX / 10^16` is 1844), so each is
+/// exactly 16 digits; they are written digit by digit into a stack buffer
+/// (every response carries an offset, and `write!` with padding cost a
+/// measurable share of an SSE delivery).
 pub fn render(offset: u64) -> String {
-    let mut out = String::with_capacity(33);
-    let _ = write!(out, "{:016}_{:016}", offset / SPLIT, offset % SPLIT);
-    out
+    let mut buf = [b'0'; 33];
+    buf[16] = b'_';
+    let (mut high, mut low) = (offset / SPLIT, offset % SPLIT);
+    for i in (0..16).rev() {
+        buf[i] = b'0' + (high % 10) as u8;
+        buf[17 + i] = b'0' + (low % 10) as u8;
+        high /= 10;
+        low /= 10;
+    }
+    buf.iter().map(|&b| char::from(b)).collect()
 }
 
 /// Why an offset string was refused.
@@ -84,6 +94,7 @@ mod tests {
     proptest! {
         #[test]
         fn render_round_trips_and_sorts(a: u64, b: u64) {
+            prop_assert_eq!(render(a), format!("{:016}_{:016}", a / SPLIT, a % SPLIT));
             prop_assert_eq!(parse(&render(a)), Ok(ReadFrom::Offset(a)));
             prop_assert_eq!(a.cmp(&b), render(a).cmp(&render(b)));
         }

@@ -264,3 +264,51 @@ async fn shutdown_ends_live_reads() {
     let text = reader.await.unwrap();
     assert!(text.starts_with("event: control\n"), "{text}");
 }
+
+/// Appends that land while an SSE reader is between events (the reader
+/// parks at once after an up-to-date event, and the group answers that park
+/// at once when the tail moved) are all delivered, in order, exactly once;
+/// an idle reader gets a control event at the long-poll timeout naming the
+/// tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_delivers_a_burst_of_appends_exactly_once_and_idles_with_controls() {
+    let s = TestServer::start_with(|c| c.long_poll_timeout_ms = 300).await;
+    s.put("/v1/stream/burst").text("").send().await;
+    let response = s.get("/v1/stream/burst?offset=-1&live=sse").open().await;
+    let writer = {
+        let posts: Vec<_> = (0..200)
+            .map(|i| s.post("/v1/stream/burst").text(&format!("<{i:03}>")))
+            .collect();
+        tokio::spawn(async move {
+            for (i, post) in posts.into_iter().enumerate() {
+                if i % 50 == 0 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                assert_eq!(post.send().await.status, StatusCode::NO_CONTENT);
+            }
+        })
+    };
+    let tail = off(200 * 5);
+    let at_tail = format!("{{\"streamNextOffset\":\"{tail}\"");
+    let text = read_sse(response, Duration::from_secs(10), |t| {
+        // Everything delivered, its control event, then an idle one.
+        t.find("<199>")
+            .is_some_and(|at| t[at..].matches(&at_tail).count() >= 2)
+    })
+    .await;
+    writer.await.unwrap();
+    let data: String = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter(|line| line.starts_with('<'))
+        .collect();
+    let expected: String = (0..200).map(|i| format!("<{i:03}>")).collect();
+    assert_eq!(data, expected, "{text}");
+    // The idle control events after the burst: up to date at the tail, no
+    // data between them.
+    let last_data = text.rfind("event: data").unwrap();
+    let idle = &text[last_data..];
+    assert!(idle.matches(&at_tail).count() >= 2, "{idle}");
+    assert!(idle.matches("\"upToDate\":true").count() >= 2, "{idle}");
+    s.stop().await;
+}
