@@ -243,6 +243,44 @@ async fn large_reads_are_paginated() {
     s.stop().await;
 }
 
+/// A page of many small messages (gathered into several chunks) and one
+/// of a large and small message mix is sent with its exact
+/// `Content-Length`, not chunked, and holds every byte in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_many_messages_carry_their_length() {
+    let s = TestServer::start().await;
+    s.put("/v1/stream/many").text("").send().await;
+    let mut expected = Vec::new();
+    for i in 0..300u32 {
+        let message: Vec<u8> = (0..1024u32).map(|k| (i * 7 + k) as u8).collect();
+        expected.extend_from_slice(&message);
+        s.post("/v1/stream/many")
+            .header("content-type", "text/plain")
+            .body(message)
+            .send()
+            .await;
+        if i == 150 {
+            let large = vec![b'L'; 40 * 1024];
+            expected.extend_from_slice(&large);
+            s.post("/v1/stream/many")
+                .header("content-type", "text/plain")
+                .body(large)
+                .send()
+                .await;
+        }
+    }
+    let r = s.get("/v1/stream/many?offset=-1").send().await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.h("stream-up-to-date"), Some("true"));
+    assert_eq!(r.h("transfer-encoding"), None);
+    assert_eq!(
+        r.h("content-length"),
+        Some(expected.len().to_string().as_str())
+    );
+    assert_eq!(&r.body[..], &expected[..]);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_bytes_round_trip() {
     let s = TestServer::start().await;

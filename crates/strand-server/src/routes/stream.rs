@@ -648,17 +648,56 @@ impl PageBody {
                 if chunks.len() == 1 {
                     Body::from(chunks.pop().unwrap_or_default())
                 } else {
-                    Body::from_stream(futures_util::stream::iter(
-                        chunks
-                            .into_iter()
-                            .map(Ok::<Bytes, std::convert::Infallible>),
-                    ))
+                    Body::new(SlicesBody::new(chunks))
                 }
             }
         };
         let mut response = Response::new(body);
         *response.status_mut() = status;
         response
+    }
+}
+
+/// A body of several chunks whose total length is known: hyper then sends
+/// `Content-Length` and writes the chunks as they are, without the chunked
+/// transfer coding's framing around each.
+struct SlicesBody {
+    chunks: std::collections::VecDeque<Bytes>,
+    remaining: u64,
+}
+
+impl SlicesBody {
+    fn new(chunks: Vec<Bytes>) -> Self {
+        let remaining = chunks.iter().map(|c| c.len() as u64).sum();
+        Self {
+            chunks: chunks.into(),
+            remaining,
+        }
+    }
+}
+
+impl hyper::body::Body for SlicesBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let frame = this.chunks.pop_front().map(|chunk| {
+            this.remaining = this.remaining.saturating_sub(chunk.len() as u64);
+            Ok(hyper::body::Frame::data(chunk))
+        });
+        std::task::Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.remaining)
     }
 }
 
