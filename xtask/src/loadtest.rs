@@ -81,6 +81,11 @@ const WRITE_FIGURES: &[(&str, &str, bool)] = &[
     ("p50_ms", "p50 ms", false),
     ("p99_ms", "p99 ms", false),
     ("server_cpu_us_per_append", "server CPU us/append", false),
+    (
+        "client_cpu_us_per_request",
+        "load tool CPU us/request",
+        false,
+    ),
     ("errors", "errors", false),
     ("appends_per_fsync", "appends per fsync", true),
     ("entries_per_fsync", "log entries per fsync", true),

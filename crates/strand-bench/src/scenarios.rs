@@ -238,6 +238,7 @@ async fn writes(
     let counted: Vec<SocketAddr> = addrs.iter().chain(stats).copied().collect();
     let log_before = log_counters(&counted).await;
     let cpu_before = cpu(pid);
+    let own_before = cpu(&[std::process::id()]);
     let started = Instant::now();
     let deadline = started + duration;
     let batching = a.linger_ms > 0;
@@ -305,6 +306,7 @@ async fn writes(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let cpu_after = cpu(pid);
+    let own_after = cpu(&[std::process::id()]);
     let log_after = log_counters(&counted).await;
     let appends = appends.load(Ordering::Relaxed);
     let mut result = json!({
@@ -323,6 +325,9 @@ async fn writes(
         "p50_ms": lat.percentile_ms(50.0),
         "p99_ms": lat.percentile_ms(99.0),
         "server_cpu_us_per_append": cpu_per_op_us(cpu_before, cpu_after, appends),
+        // The load tool's own CPU per request: on a machine it shares with
+        // the server, it bounds how far a cheaper server can raise the rate.
+        "client_cpu_us_per_request": cpu_per_op_us(own_before, own_after, requests.load(Ordering::Relaxed)),
     });
     if let (Some(map), Value::Object(log)) = (
         result.as_object_mut(),
