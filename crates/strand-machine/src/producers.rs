@@ -93,6 +93,7 @@ pub(crate) struct Producers {
     map: Option<Box<BTreeMap<String, ProducerState>>>,
 }
 
+#[cold]
 fn seq_conflict(expected: u64, received: u64, message: String) -> StreamResponse {
     StreamResponse::error_with(
         StreamErrorCode::ProducerSeqConflict,
