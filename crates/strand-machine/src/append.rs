@@ -71,6 +71,7 @@ pub(crate) struct ExternalAppend {
 }
 
 /// Maps a record rejection to its response (spec 02 §3.9).
+#[cold]
 pub(crate) fn record_error(e: RecordWriteError, tail: u64) -> StreamResponse {
     let code = if e.is_precondition_failure() {
         StreamErrorCode::RecordPreconditionFailed
@@ -86,6 +87,7 @@ pub(crate) fn record_error(e: RecordWriteError, tail: u64) -> StreamResponse {
 }
 
 /// `StreamClosed` with the tail and its context.
+#[cold]
 pub(crate) fn stream_closed(id: &BucketStreamId, tail: u64) -> StreamResponse {
     StreamResponse::error_with(
         StreamErrorCode::StreamClosed,
@@ -96,6 +98,7 @@ pub(crate) fn stream_closed(id: &BucketStreamId, tail: u64) -> StreamResponse {
 }
 
 /// `ContentTypeMismatch` with the tail.
+#[cold]
 pub(crate) fn content_type_mismatch(expected: &str, got: &str, tail: u64) -> StreamResponse {
     StreamResponse::error_at(
         StreamErrorCode::ContentTypeMismatch,
@@ -127,6 +130,7 @@ pub(crate) fn check_content_type(
 }
 
 /// Maps an admission-check failure to `QuotaExceeded`.
+#[cold]
 pub(crate) fn quota_error(e: strand_usage::QuotaExceeded) -> StreamResponse {
     StreamResponse::error(StreamErrorCode::QuotaExceeded, e.to_string())
 }

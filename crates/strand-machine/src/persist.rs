@@ -327,9 +327,10 @@ impl MachineRestorer {
     pub fn push_entry(&mut self, entry: StreamSnapshotEntry) -> Result<(), StreamSnapshotError> {
         let checked = self.validator.check_entry(&entry)?;
         let payload = Bytes::from(entry.payload);
+        // The validator checked that each segment's offset and byte lengths
+        // are equal, so a chunk's end is its start plus its length.
         let hot = HotBuffer::from_chunks(checked.hot_segments.iter().map(|s| HotChunk {
             start: s.start_offset,
-            end: s.end_offset,
             bytes: payload.slice(s.payload_start..s.payload_end),
         }));
         let mut producers = Producers::default();

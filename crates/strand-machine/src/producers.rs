@@ -93,6 +93,7 @@ pub(crate) struct Producers {
     map: Option<Box<BTreeMap<String, ProducerState>>>,
 }
 
+#[cold]
 fn seq_conflict(expected: u64, received: u64, message: String) -> StreamResponse {
     StreamResponse::error_with(
         StreamErrorCode::ProducerSeqConflict,
@@ -355,21 +356,22 @@ impl Producers {
     }
 }
 
-/// One receipt in compact form: a single-item receipt whose item spans the
-/// receipt (the common case) needs no allocation of its own.
+/// One receipt in compact form (32 bytes): a single-item receipt whose
+/// item spans the receipt (the common case) needs no allocation of its
+/// own. Its record bounds, if any, are in [`ReceiptLog::bounds`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct ReceiptEntry {
     seq: u64,
     start: u64,
     next: u64,
-    record_start: u64,
-    record_next: u64,
     flags: u8,
 }
 
 const CLOSED: u8 = 1;
 const HAS_RECORD_START: u8 = 2;
 const HAS_RECORD_NEXT: u8 = 4;
+/// Either record bound is present.
+const HAS_RECORD_BOUNDS: u8 = HAS_RECORD_START | HAS_RECORD_NEXT;
 /// The items are not the one standard item; they live in `ReceiptLog::items`.
 const CUSTOM_ITEMS: u8 = 8;
 
@@ -380,6 +382,11 @@ const CUSTOM_ITEMS: u8 = 8;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct ReceiptLog {
     entries: Vec<ReceiptEntry>,
+    /// `[record_start, record_next]` of every entry (0 for an absent
+    /// bound), kept only while some entry has a bound and empty otherwise:
+    /// receipts on a stream without record index (no bounds) then cost 32
+    /// bytes each rather than 48. Either empty or as long as `entries`.
+    bounds: Vec<[u64; 2]>,
     /// Items of receipts flagged `CUSTOM_ITEMS`, by entry index.
     items: BTreeMap<usize, Vec<ProducerAppendRecord>>,
     /// Set once some `entries[i].seq != entries[0].seq + i`; until then a
@@ -420,12 +427,16 @@ impl ReceiptLog {
         {
             self.irregular = true;
         }
+        if flags & HAS_RECORD_BOUNDS != 0 || !self.bounds.is_empty() {
+            // The first entry with a bound gives every earlier one zeros.
+            self.bounds.resize(self.entries.len(), [0, 0]);
+            self.bounds
+                .push([record_start.unwrap_or(0), record_next.unwrap_or(0)]);
+        }
         self.entries.push(ReceiptEntry {
             seq,
             start: last.start_offset,
             next: last.next_offset,
-            record_start: record_start.unwrap_or(0),
-            record_next: record_next.unwrap_or(0),
             flags,
         });
     }
@@ -467,13 +478,14 @@ impl ReceiptLog {
                 None => out.items.clear(),
             }
         } else {
+            let [record_start, record_next] = self.bounds.get(index).copied().unwrap_or_default();
             out.items.clear();
             out.items.push(ProducerAppendRecord {
                 start_offset: e.start,
                 next_offset: e.next,
                 closed,
-                record_start: (e.flags & HAS_RECORD_START != 0).then_some(e.record_start),
-                record_next: (e.flags & HAS_RECORD_NEXT != 0).then_some(e.record_next),
+                record_start: (e.flags & HAS_RECORD_START != 0).then_some(record_start),
+                record_next: (e.flags & HAS_RECORD_NEXT != 0).then_some(record_next),
             });
         }
     }
@@ -486,6 +498,18 @@ impl ReceiptLog {
         }
         let drop = self.entries.len() - limit;
         self.entries.drain(..drop);
+        if !self.bounds.is_empty() {
+            self.bounds.drain(..drop);
+            // Kept only while some entry has a bound, so equal receipts
+            // compare equal however they were reached.
+            if self
+                .entries
+                .iter()
+                .all(|e| e.flags & HAS_RECORD_BOUNDS == 0)
+            {
+                self.bounds = Vec::new();
+            }
+        }
         if !self.items.is_empty() {
             self.items = std::mem::take(&mut self.items)
                 .into_iter()

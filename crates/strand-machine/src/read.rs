@@ -218,13 +218,13 @@ impl StreamStateMachine {
             if cursor >= end {
                 break;
             }
-            if chunk.end <= cursor {
+            if chunk.end() <= cursor {
                 continue;
             }
             if chunk.start > cursor {
                 break;
             }
-            let to = chunk.end.min(end);
+            let to = chunk.end().min(end);
             slices.push(
                 chunk
                     .bytes
@@ -296,7 +296,7 @@ impl StreamStateMachine {
         let mut hot: Vec<(u64, StreamReadSegment)> = Vec::new();
         for chunk in slot.hot().chunks() {
             let s = chunk.start.max(offset);
-            let e = chunk.end.min(end);
+            let e = chunk.end().min(end);
             if s < e {
                 let from = to_usize(s - chunk.start);
                 let to = to_usize(e - chunk.start);

@@ -274,6 +274,7 @@ pub enum StreamErrorContext {
 
 impl StreamResponse {
     /// An error with no `next_offset` and no context (the "plain" shape).
+    #[cold]
     pub fn error(code: StreamErrorCode, message: impl Into<String>) -> Self {
         Self::Error {
             code,
@@ -284,6 +285,7 @@ impl StreamResponse {
     }
 
     /// An error with a `next_offset` and no context.
+    #[cold]
     pub fn error_at(code: StreamErrorCode, next_offset: u64, message: impl Into<String>) -> Self {
         Self::Error {
             code,
@@ -294,6 +296,7 @@ impl StreamResponse {
     }
 
     /// An error with an optional `next_offset` and the given context.
+    #[cold]
     pub fn error_with(
         code: StreamErrorCode,
         next_offset: Option<u64>,

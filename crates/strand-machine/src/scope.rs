@@ -12,6 +12,7 @@ use crate::machine::StreamStateMachine;
 use crate::response::{StreamErrorCode, StreamResponse};
 
 /// `StreamNotFound` for `id` (plain shape).
+#[cold]
 pub(crate) fn not_found(id: &BucketStreamId) -> StreamResponse {
     StreamResponse::error(
         StreamErrorCode::StreamNotFound,

@@ -70,6 +70,7 @@ fn check_retained(
     }
 }
 
+#[cold]
 fn exceeded(bucket_id: &str, limit: QuotaLimit) -> QuotaExceeded {
     QuotaExceeded {
         bucket_id: bucket_id.to_owned(),

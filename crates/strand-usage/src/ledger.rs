@@ -66,7 +66,13 @@ impl UsageLedger {
     /// replays: those are not accounting events (an event with 0 bytes would
     /// still charge one write unit).
     pub fn record_append(&mut self, bucket_id: &str, bytes: u64, records: u64) {
-        self.entry(bucket_id).commit(bytes, records);
+        // One lookup on the hot path (an existing bucket), not the two of
+        // `entry`.
+        if let Some(usage) = self.usage.get_mut(bucket_id) {
+            usage.commit(bytes, records);
+        } else {
+            self.entry(bucket_id).commit(bytes, records);
+        }
     }
 
     /// Accounting event: a stream's retained offset advanced by
