@@ -18,7 +18,7 @@ use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
 use crate::placement::group_of;
-use crate::waiters::{AppendNotice, Wake};
+use crate::waiters::{AppendNotice, SUBSCRIPTION_NOTICES, WaiterTx, Wake};
 
 /// The future a [`ColdReader`] answers with.
 pub type ColdRead<'a> = std::pin::Pin<
@@ -103,6 +103,36 @@ pub enum WaitOutcome {
     TimedOut,
     /// The engine is shutting down.
     Shutdown,
+}
+
+/// A reader following one stream's appends ([`Engine::subscribe`]).
+#[derive(Debug)]
+pub struct Subscription {
+    rx: mpsc::Receiver<Wake>,
+    /// Where the next append must start to continue the reader's bytes.
+    offset: u64,
+}
+
+impl Subscription {
+    /// The next thing that happened to the stream, or
+    /// [`WaitOutcome::TimedOut`] after `timeout` (the subscription then
+    /// stays). [`WaitOutcome::Appended`] carries the next bytes in order
+    /// and the subscription stays unless they closed the stream. Every
+    /// other outcome ends it: [`WaitOutcome::Changed`] when the stream
+    /// changed otherwise, when the reader fell more than a few appends
+    /// behind, or when the group dropped it; read from the last offset and
+    /// subscribe again.
+    pub async fn next(&mut self, timeout: Duration) -> WaitOutcome {
+        match tokio::time::timeout(timeout, self.rx.recv()).await {
+            Err(_) => WaitOutcome::TimedOut,
+            Ok(Some(Wake::Appended(notice))) if notice.offset == self.offset => {
+                self.offset = notice.next_offset;
+                WaitOutcome::Appended(notice)
+            }
+            Ok(Some(Wake::Appended(_) | Wake::Changed) | None) => WaitOutcome::Changed,
+            Ok(Some(Wake::Shutdown)) => WaitOutcome::Shutdown,
+        }
+    }
 }
 
 /// A permit to park one live reader; dropping it frees the place.
@@ -567,23 +597,47 @@ impl Engine {
         timeout: Duration,
     ) -> Result<WaitOutcome, EngineError> {
         let (tx, rx) = oneshot::channel();
-        let sender = &self.inner.groups[self.group_for(&stream_id)].tx;
-        sender
-            .try_send(Op::Wait {
-                stream_id,
-                offset,
-                reply: tx,
-            })
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => EngineError::Busy,
-                mpsc::error::TrySendError::Closed(_) => EngineError::Shutdown,
-            })?;
+        self.park(stream_id, offset, WaiterTx::Once(tx))?;
         match tokio::time::timeout(timeout, rx).await {
             Err(_) => Ok(WaitOutcome::TimedOut),
             Ok(Ok(Wake::Changed)) => Ok(WaitOutcome::Changed),
             Ok(Ok(Wake::Appended(notice))) => Ok(WaitOutcome::Appended(notice)),
             Ok(Ok(Wake::Shutdown)) | Ok(Err(_)) => Ok(WaitOutcome::Shutdown),
         }
+    }
+
+    /// Follows a stream's appends from `offset` on, as an SSE reader does:
+    /// unlike [`Engine::wait`], the reader stays parked after an append at
+    /// its offset and gets the next one's bytes too, without asking the
+    /// group again. See [`Subscription::next`] for when it ends.
+    pub fn subscribe(
+        &self,
+        stream_id: BucketStreamId,
+        offset: u64,
+    ) -> Result<Subscription, EngineError> {
+        let (tx, rx) = mpsc::channel(SUBSCRIPTION_NOTICES);
+        self.park(stream_id, offset, WaiterTx::Live(tx))?;
+        Ok(Subscription { rx, offset })
+    }
+
+    /// Hands a waiter to its stream's group.
+    fn park(
+        &self,
+        stream_id: BucketStreamId,
+        offset: u64,
+        reply: WaiterTx,
+    ) -> Result<(), EngineError> {
+        let sender = &self.inner.groups[self.group_for(&stream_id)].tx;
+        sender
+            .try_send(Op::Wait {
+                stream_id,
+                offset,
+                reply,
+            })
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => EngineError::Busy,
+                mpsc::error::TrySendError::Closed(_) => EngineError::Shutdown,
+            })
     }
 
     /// Runs a read-only query on the machine of `placement`'s group.

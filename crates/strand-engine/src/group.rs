@@ -19,7 +19,7 @@ use crate::log::{EntryOutcome, GroupEntry, GroupLog, LogInput};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
-use crate::waiters::{AppendNotice, Waiters, Wake};
+use crate::waiters::{AppendNotice, WaiterTx, Waiters, Wake};
 
 /// A query run on the group's machine inside its task.
 pub(crate) type Query = Box<dyn FnOnce(&StreamStateMachine) + Send>;
@@ -65,11 +65,13 @@ pub(crate) enum Op {
         through: bool,
         reply: oneshot::Sender<ReadReply>,
     },
-    /// Park until the stream's tail passes `offset`, it closes or it goes.
+    /// Park until the stream's tail passes `offset`, it closes or it goes
+    /// (`WaiterTx::Once`), or follow its appends from `offset` on
+    /// (`WaiterTx::Live`).
     Wait {
         stream_id: BucketStreamId,
         offset: u64,
-        reply: oneshot::Sender<Wake>,
+        reply: WaiterTx,
     },
     /// Appends to several streams of one affinity group, all or nothing.
     Transaction {
@@ -430,9 +432,7 @@ impl GroupCore {
                 Some(m) if m.tail_offset <= offset && m.status == strand::StreamStatus::Open => {
                     self.waiters.park(&stream_id, offset, reply);
                 }
-                _ => {
-                    let _ = reply.send(Wake::Changed);
-                }
+                _ => reply.finish(Wake::Changed),
             },
             Op::Transaction { commands, reply } => self.submit(
                 GroupEntry::Transaction { commands },

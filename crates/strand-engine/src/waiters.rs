@@ -8,7 +8,10 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use strand::BucketStreamId;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
+
+/// Notices a subscription holds before the group gives up on its reader.
+pub(crate) const SUBSCRIPTION_NOTICES: usize = 16;
 
 /// An append, as a reader parked at its start offset receives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +39,41 @@ pub(crate) enum Wake {
 
 struct Waiter {
     offset: u64,
-    tx: oneshot::Sender<Wake>,
+    tx: WaiterTx,
+}
+
+/// How a parked reader is told.
+pub(crate) enum WaiterTx {
+    /// One wake, then the reader parks again if it wants to (long-poll).
+    Once(oneshot::Sender<Wake>),
+    /// A subscription (SSE): each append at the reader's offset is queued
+    /// and the reader stays parked at the append's end; anything else — a
+    /// change it must read, a full queue (the reader fell behind), the end
+    /// of the stream — ends it, and the reader reads and subscribes again.
+    Live(mpsc::Sender<Wake>),
+}
+
+impl WaiterTx {
+    fn is_closed(&self) -> bool {
+        match self {
+            Self::Once(tx) => tx.is_closed(),
+            Self::Live(tx) => tx.is_closed(),
+        }
+    }
+
+    /// Tells the reader `wake`, which ends its wait.
+    pub(crate) fn finish(self, wake: Wake) {
+        match self {
+            Self::Once(tx) => {
+                let _ = tx.send(wake);
+            }
+            // A full queue needs no last message: the reader finds the
+            // channel closed after the queued notices.
+            Self::Live(tx) => {
+                let _ = tx.try_send(wake);
+            }
+        }
+    }
 }
 
 /// The waiters of one group, by stream.
@@ -60,7 +97,7 @@ impl Waiters {
     /// Parks a waiter at `offset` on a stream. Entries of readers that gave
     /// up (their receiver dropped) are pruned whenever a list doubles, so a
     /// stream that never changes does not collect them without bound.
-    pub(crate) fn park(&mut self, id: &BucketStreamId, offset: u64, tx: oneshot::Sender<Wake>) {
+    pub(crate) fn park(&mut self, id: &BucketStreamId, offset: u64, tx: WaiterTx) {
         let list = match self.by_stream.get_mut(id) {
             Some(list) => list,
             None => self.by_stream.entry(id.clone()).or_default(),
@@ -75,23 +112,36 @@ impl Waiters {
     pub(crate) fn wake(&mut self, id: &BucketStreamId) {
         if let Some(list) = self.by_stream.remove(id) {
             for w in list {
-                let _ = w.tx.send(Wake::Changed);
+                w.tx.finish(Wake::Changed);
             }
         }
     }
 
     /// Wakes every waiter of one stream after an append: those parked at
-    /// its start get its bytes, the others read again.
+    /// its start get its bytes, the others read again. Subscriptions at its
+    /// start stay parked at its end (unless it closed the stream or their
+    /// queue is full).
     pub(crate) fn wake_appended(&mut self, id: &BucketStreamId, notice: &AppendNotice) {
-        if let Some(list) = self.by_stream.remove(id) {
-            for w in list {
-                let wake = if w.offset == notice.offset {
-                    Wake::Appended(notice.clone())
-                } else {
-                    Wake::Changed
-                };
-                let _ = w.tx.send(wake);
+        let Some(list) = self.by_stream.remove(id) else {
+            return;
+        };
+        let mut kept = Vec::new();
+        for w in list {
+            match w.tx {
+                WaiterTx::Live(tx) if w.offset == notice.offset && !notice.closed => {
+                    if tx.try_send(Wake::Appended(notice.clone())).is_ok() {
+                        kept.push(Waiter {
+                            offset: notice.next_offset,
+                            tx: WaiterTx::Live(tx),
+                        });
+                    }
+                }
+                tx if w.offset == notice.offset => tx.finish(Wake::Appended(notice.clone())),
+                tx => tx.finish(Wake::Changed),
             }
+        }
+        if !kept.is_empty() {
+            self.by_stream.insert(id.clone(), kept);
         }
     }
 
@@ -112,7 +162,7 @@ impl Waiters {
     pub(crate) fn wake_all(&mut self, wake: &Wake) {
         for (_, list) in self.by_stream.drain() {
             for w in list {
-                let _ = w.tx.send(wake.clone());
+                w.tx.finish(wake.clone());
             }
         }
     }
@@ -135,8 +185,8 @@ mod tests {
         let b = BucketStreamId::new("b", "b");
         let (tx1, mut rx1) = oneshot::channel();
         let (tx2, mut rx2) = oneshot::channel();
-        w.park(&a, 0, tx1);
-        w.park(&b, 0, tx2);
+        w.park(&a, 0, WaiterTx::Once(tx1));
+        w.park(&b, 0, WaiterTx::Once(tx2));
         w.wake(&a);
         assert_eq!(rx1.try_recv(), Ok(Wake::Changed));
         assert!(rx2.try_recv().is_err());
@@ -152,8 +202,8 @@ mod tests {
         let a = BucketStreamId::new("b", "a");
         let (at_tail, mut rx_tail) = oneshot::channel();
         let (behind, mut rx_behind) = oneshot::channel();
-        w.park(&a, 5, at_tail);
-        w.park(&a, 3, behind);
+        w.park(&a, 5, WaiterTx::Once(at_tail));
+        w.park(&a, 3, WaiterTx::Once(behind));
         let notice = AppendNotice {
             offset: 5,
             next_offset: 7,
@@ -165,6 +215,70 @@ mod tests {
         assert_eq!(rx_behind.try_recv(), Ok(Wake::Changed));
     }
 
+    fn notice(offset: u64, next_offset: u64, closed: bool) -> AppendNotice {
+        AppendNotice {
+            offset,
+            next_offset,
+            payload: Bytes::from(vec![b'x'; (next_offset - offset) as usize]),
+            closed,
+        }
+    }
+
+    #[test]
+    fn a_subscription_follows_consecutive_appends() {
+        let mut w = Waiters::default();
+        let a = BucketStreamId::new("b", "a");
+        let (tx, mut rx) = mpsc::channel(SUBSCRIPTION_NOTICES);
+        w.park(&a, 5, WaiterTx::Live(tx));
+        for k in 0..3 {
+            w.wake_appended(&a, &notice(5 + 2 * k, 7 + 2 * k, false));
+        }
+        for k in 0..3 {
+            assert_eq!(
+                rx.try_recv(),
+                Ok(Wake::Appended(notice(5 + 2 * k, 7 + 2 * k, false)))
+            );
+        }
+        assert!(rx.try_recv().is_err());
+        assert_eq!(w.len(), 1, "still parked, at 11");
+        // An append elsewhere than its offset (it missed one) ends it.
+        w.wake_appended(&a, &notice(12, 13, false));
+        assert_eq!(rx.try_recv(), Ok(Wake::Changed));
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_subscription_ends_on_a_change_a_close_or_a_full_queue() {
+        let a = BucketStreamId::new("b", "a");
+        // A change (close without bytes, delete, ...): told, then ended.
+        let mut w = Waiters::default();
+        let (tx, mut rx) = mpsc::channel(SUBSCRIPTION_NOTICES);
+        w.park(&a, 0, WaiterTx::Live(tx));
+        w.wake(&a);
+        assert_eq!(rx.try_recv(), Ok(Wake::Changed));
+        assert!(w.is_empty());
+        assert!(rx.try_recv().is_err() && rx.is_closed());
+        // An append that closes the stream: its bytes, then the end.
+        let (tx, mut rx) = mpsc::channel(SUBSCRIPTION_NOTICES);
+        w.park(&a, 0, WaiterTx::Live(tx));
+        w.wake_appended(&a, &notice(0, 4, true));
+        assert_eq!(rx.try_recv(), Ok(Wake::Appended(notice(0, 4, true))));
+        assert!(w.is_empty());
+        // A reader that does not drain its queue is dropped once it is
+        // full; it finds every queued notice, then the end.
+        let (tx, mut rx) = mpsc::channel(SUBSCRIPTION_NOTICES);
+        w.park(&a, 0, WaiterTx::Live(tx));
+        let total = SUBSCRIPTION_NOTICES as u64 + 3;
+        for k in 0..total {
+            w.wake_appended(&a, &notice(k, k + 1, false));
+        }
+        assert!(w.is_empty());
+        for k in 0..SUBSCRIPTION_NOTICES as u64 {
+            assert_eq!(rx.try_recv(), Ok(Wake::Appended(notice(k, k + 1, false))));
+        }
+        assert_eq!(rx.try_recv(), Err(mpsc::error::TryRecvError::Disconnected));
+    }
+
     #[test]
     fn abandoned_waiters_are_pruned() {
         let mut w = Waiters::default();
@@ -172,7 +286,7 @@ mod tests {
         for _ in 0..1000 {
             let (tx, rx) = oneshot::channel();
             drop(rx);
-            w.park(&a, 0, tx);
+            w.park(&a, 0, WaiterTx::Once(tx));
         }
         assert!(w.len() < 64, "{} entries kept", w.len());
     }

@@ -270,6 +270,7 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
         done: false,
         announced: false,
         caught_up: false,
+        subscription: None,
         started: Instant::now(),
         _permit: permit,
     };
@@ -304,6 +305,8 @@ struct SseSession {
     announced: bool,
     /// The last page was up to date (or empty): park before reading again.
     caught_up: bool,
+    /// Parked at `offset` in the stream's group, while the reader keeps up.
+    subscription: Option<strand_engine::Subscription>,
     started: Instant,
     _permit: LivePermit,
 }
@@ -318,25 +321,32 @@ impl SseSession {
         let max = Duration::from_millis(self.state.config.sse_max_duration_ms.max(1));
         loop {
             if self.caught_up {
-                // Park right away: the group answers at once if the tail
-                // moved meanwhile, so a read that would find nothing new
-                // is not needed (one group round trip per event saved).
+                // Wait on the stream's subscription right away: the group
+                // answers at once if the tail moved meanwhile, so a read
+                // that would find nothing new is not needed, and while the
+                // reader keeps up each append's bytes come without asking
+                // the group again.
                 self.caught_up = false;
                 let elapsed = self.started.elapsed();
                 if elapsed >= max || *shutdown.borrow() {
                     return None;
                 }
                 let timeout = self.state.config.long_poll_timeout().min(max - elapsed);
-                let wait = self
-                    .state
-                    .engine
-                    .wait(self.target.id.clone(), self.offset, timeout);
+                let subscription = match self.subscription.as_mut() {
+                    Some(subscription) => subscription,
+                    None => self.subscription.insert(
+                        self.state
+                            .engine
+                            .subscribe(self.target.id.clone(), self.offset)
+                            .ok()?,
+                    ),
+                };
                 let outcome = tokio::select! {
-                    outcome = wait => outcome.ok()?,
+                    outcome = subscription.next(timeout) => outcome,
                     _ = shutdown.changed() => WaitOutcome::Shutdown,
                 };
                 match outcome {
-                    WaitOutcome::Changed => {}
+                    WaitOutcome::Changed => self.subscription = None,
                     WaitOutcome::Appended(notice) => {
                         self.pending = Some(notice_read(notice, self.content_type.clone()));
                     }
@@ -355,6 +365,8 @@ impl SseSession {
             let read = match self.pending.take() {
                 Some(read) => read,
                 None => {
+                    // A read moves the offset; subscribe anew from there.
+                    self.subscription = None;
                     let outcome = read_outcome(
                         &self.state,
                         &self.target.id,

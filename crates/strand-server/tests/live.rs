@@ -312,3 +312,36 @@ async fn sse_delivers_a_burst_of_appends_exactly_once_and_idles_with_controls() 
     assert!(idle.matches("\"upToDate\":true").count() >= 2, "{idle}");
     s.stop().await;
 }
+
+/// An SSE reader that stops reading while megabytes are appended (its
+/// session blocks on the socket, its subscription's queue fills and the
+/// group drops it) still gets every byte exactly once, in order, when it
+/// reads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_sse_reader_catches_up_exactly_once() {
+    let s = TestServer::start_with(|c| c.long_poll_timeout_ms = 5_000).await;
+    s.put("/v1/stream/lag").text("").send().await;
+    let response = s.get("/v1/stream/lag?offset=-1&live=sse").open().await;
+    let messages = 300usize;
+    let mut expected = String::new();
+    for i in 0..messages {
+        let body: String =
+            std::iter::repeat_n(char::from(b'a' + (i % 26) as u8), 16 * 1024).collect();
+        expected.push_str(&body);
+        let r = s.post("/v1/stream/lag").text(&body).send().await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+    }
+    let tail = off((messages * 16 * 1024) as u64);
+    let text = read_sse(response, Duration::from_secs(20), |t| {
+        t.contains(&format!("{{\"streamNextOffset\":\"{tail}\""))
+    })
+    .await;
+    let data: String = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter(|line| !line.starts_with('{'))
+        .collect();
+    assert_eq!(data.len(), expected.len());
+    assert!(data == expected, "bytes differ");
+    s.stop().await;
+}
