@@ -186,22 +186,40 @@ async fn three_nodes_survive_losing_the_leader() {
         "the old leader caught up"
     );
     // Through a snapshot sent in chunks of 256 B: installed from the
-    // received file, which is now the node's current snapshot.
-    let stats = snapshot_stats(restarted.addr).await;
+    // received file, which is now the node's current snapshot. A later
+    // snapshot may still be on its way (a `.recv` file while it arrives),
+    // so the directory is checked once it is at rest: one data file, of
+    // the size the node reports, and nothing unfinished.
+    let group = tmp.path().join(format!("node-{leader}")).join("group-0");
+    let until = Instant::now() + Duration::from_secs(20);
+    let (stats, files) = loop {
+        let stats = snapshot_stats(restarted.addr).await;
+        let files: Vec<String> = std::fs::read_dir(&group)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("snapshot"))
+            .collect();
+        let data: Vec<&String> = files.iter().filter(|n| n.ends_with(".data")).collect();
+        let at_rest = data.len() == 1
+            && files
+                .iter()
+                .all(|n| !n.ends_with(".recv") && !n.ends_with(".tmp"))
+            && std::fs::metadata(group.join(data[0])).map(|m| m.len()).ok()
+                == stats["bytes"].as_u64();
+        if at_rest || Instant::now() >= until {
+            break (stats, files);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(stats["installed"].as_u64().unwrap() >= 1, "{stats}");
     let snapshot_bytes = stats["bytes"].as_u64().unwrap();
     assert!(snapshot_bytes > 4 * 256, "{stats}");
-    let group = tmp.path().join(format!("node-{leader}")).join("group-0");
-    let files: Vec<String> = std::fs::read_dir(&group)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("snapshot"))
-        .collect();
     let data: Vec<&String> = files.iter().filter(|n| n.ends_with(".data")).collect();
     assert_eq!(data.len(), 1, "{files:?}");
     assert_eq!(
         std::fs::metadata(group.join(data[0])).unwrap().len(),
-        snapshot_bytes
+        snapshot_bytes,
+        "{files:?} {stats}"
     );
     assert!(
         files
