@@ -131,6 +131,29 @@ pub async fn start_engine(config: &Config) -> Result<Engine, String> {
     }
 }
 
+/// Connections the kernel queues before the server accepts them (it caps
+/// the figure at `net.core.somaxconn`). tokio's `TcpListener::bind` asks
+/// for 1024; a thousand clients connecting at once overflowed that queue,
+/// and each overflowed connect waited a 1 s SYN retry.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds the server's listening socket (address reuse on, as
+/// `TcpListener::bind` does) with a [`LISTEN_BACKLOG`]-deep accept queue.
+///
+/// # Errors
+///
+/// The socket, bind or listen error.
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Serves on `listener` until `signal` completes: then stops accepting,
 /// ends live reads, lets in-flight requests finish, and stops the engine.
 pub async fn serve(

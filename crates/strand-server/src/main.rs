@@ -71,7 +71,7 @@ async fn run(config: Config) -> ExitCode {
     if let Some(warning) = config.unauthenticated_warning(auth_on) {
         eprintln!("strand-server: {warning}");
     }
-    let listener = match tokio::net::TcpListener::bind(config.listen).await {
+    let listener = match strand_server::listen(config.listen) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("strand-server: cannot listen on {}: {e}", config.listen);

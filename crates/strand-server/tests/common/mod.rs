@@ -47,7 +47,7 @@ impl TestServer {
     /// Starts a server with this configuration and cold tier (tests that
     /// wrap the cold backend build it themselves).
     pub async fn start_cold(config: Config, cold: Option<strand_cold::ColdTier>) -> Self {
-        let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
+        let listener = strand_server::listen(config.listen).unwrap();
         let addr = listener.local_addr().unwrap();
         let clock = ManualClock::new(START_MS);
         let engine = Engine::start_with_clock(engine_config(&config), Arc::new(clock.clone()));
