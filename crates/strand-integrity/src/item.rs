@@ -121,19 +121,11 @@ pub(crate) fn with_item_pieces<R>(
     // with a few inline stores; the long one costs a `memset` call.
     let mut short = Header::<SHORT_HEADER_CAP>::new();
     if short.fill(domain, start_offset, end_offset, kind_tag) {
-        let header = short.as_slice();
-        return match kind {
-            ItemKind::Inline(_) => f(&[header, tail[0]]),
-            ItemKind::External { .. } => f(&[header, tail[0], tail[1]]),
-        };
+        return after_header(short.as_slice(), kind, tail, f);
     }
     let mut header = Header::<HEADER_CAP>::new();
     if header.fill(domain, start_offset, end_offset, kind_tag) {
-        let header = header.as_slice();
-        return match kind {
-            ItemKind::Inline(_) => f(&[header, tail[0]]),
-            ItemKind::External { .. } => f(&[header, tail[0], tail[1]]),
-        };
+        return after_header(header.as_slice(), kind, tail, f);
     }
     // Too long for the buffer: the same bytes, piece by piece.
     let start_le = start_offset.to_le_bytes();
@@ -162,6 +154,21 @@ pub(crate) fn with_item_pieces<R>(
         pieces.push(piece);
     }
     f(pieces.as_slice())
+}
+
+/// Calls `f` with `header` followed by the kind's tail pieces (one for an
+/// inline item, two for an external one).
+#[inline]
+fn after_header<R>(
+    header: &[u8],
+    kind: ItemKind<'_>,
+    tail: [&[u8]; 2],
+    f: impl FnOnce(&[&[u8]]) -> R,
+) -> R {
+    match kind {
+        ItemKind::Inline(_) => f(&[header, tail[0]]),
+        ItemKind::External { .. } => f(&[header, tail[0], tail[1]]),
+    }
 }
 
 /// An item header (tag, ids, offsets, kind tag) assembled in a stack buffer.

@@ -353,11 +353,8 @@ impl SseSession {
                     WaitOutcome::Shutdown => return None,
                     WaitOutcome::TimedOut => {
                         self.caught_up = true;
-                        let next = offsets::render(self.offset);
-                        let control =
-                            sse::control_json(&next, Some(&self.next_cursor()), true, false);
                         let mut out = BytesMut::with_capacity(CONTROL_EVENT_BYTES);
-                        sse::push_event(&mut out, "control", control.as_bytes());
+                        self.push_control(&mut out, self.offset, true, false);
                         return Some(out.freeze());
                     }
                 }
@@ -401,14 +398,7 @@ impl SseSession {
             }
             let closed_end = page.closed && page.up_to_date;
             if !page.empty || !self.announced || closed_end {
-                let next = offsets::render(page.next_offset);
-                let control = sse::control_json(
-                    &next,
-                    Some(&self.next_cursor()),
-                    page.up_to_date,
-                    closed_end,
-                );
-                sse::push_event(&mut out, "control", control.as_bytes());
+                self.push_control(&mut out, page.next_offset, page.up_to_date, closed_end);
                 self.announced = true;
             }
             if closed_end {
@@ -422,9 +412,12 @@ impl SseSession {
         }
     }
 
-    /// The cursor of the next control event.
-    fn next_cursor(&self) -> String {
-        next_cursor(self.state.engine.now_ms(), self.cursor.as_deref()).to_string()
+    /// Appends a control event at `next_offset`, with the next cursor.
+    fn push_control(&self, out: &mut BytesMut, next_offset: u64, up_to_date: bool, closed: bool) {
+        let next = offsets::render(next_offset);
+        let cursor = next_cursor(self.state.engine.now_ms(), self.cursor.as_deref()).to_string();
+        let control = sse::control_json(&next, Some(&cursor), up_to_date, closed);
+        sse::push_event(out, "control", control.as_bytes());
     }
 }
 
