@@ -143,10 +143,10 @@ fn faults(root: &Path, args: &[String]) -> Result<(), String> {
         "-p",
         "strand-server",
         "--test",
-        "faults",
-        "--test",
-        "partition",
+        "server",
         "--",
+        "faults::",
+        "partition::",
         "--nocapture",
     ]);
     cmd.env("STRAND_FAULTS_ROUNDS", &rounds)
@@ -303,8 +303,8 @@ fn cold_outage(root: &Path, args: &[String]) -> Result<(), String> {
         "-p",
         "strand-server",
         "--test",
-        "cold",
-        "store_down_for_30_seconds_under_write_load",
+        "server",
+        "cold::store_down_for_30_seconds_under_write_load",
         "--",
         "--ignored",
         "--nocapture",
@@ -462,8 +462,9 @@ fn step_conformance(root: &Path) -> Result<(), String> {
         "test",
         "--workspace",
         "--test",
-        "conformance",
+        "workspace",
         "--",
+        "conformance::",
         "--nocapture",
     ]);
     run(cmd)
@@ -481,8 +482,11 @@ fn step_legacy(root: &Path) -> Result<(), String> {
         "test",
         "--workspace",
         "--test",
-        "legacy",
+        "workspace",
+        "--test",
+        "snapshot",
         "--",
+        "legacy::",
         "--nocapture",
     ]);
     cmd.env("INSTA_UPDATE", "no");

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod codec_common;
+use crate::codec_common;
 
 use std::sync::LazyLock;
 

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod codec_common;
+use crate::codec_common;
 
 use codec_common::{hexdump, small_machine};
 use strand_machine::write_snapshot;
@@ -68,7 +68,8 @@ fn unhex(dump: &str) -> Vec<u8> {
 /// into the same state; and re-encoding it gives the same bytes.
 #[test]
 fn a_binary_file_from_before_profiles_still_reads() {
-    let recorded = include_str!("snapshots/codec_format__small_machine_binary_hexdump.snap");
+    let recorded =
+        include_str!("snapshots/machine__codec_format__small_machine_binary_hexdump.snap");
     let body = recorded.splitn(3, "---\n").nth(2).unwrap();
     let bytes = unhex(body);
     assert_eq!(hexdump(&bytes), body);

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod codec_common;
+use crate::codec_common;
 
 use codec_common::{heavy_machine, small_machine};
 use strand_machine::{

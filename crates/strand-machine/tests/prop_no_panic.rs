@@ -14,7 +14,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod prop_common;
+use crate::prop_common;
 
 use proptest::prelude::*;
 use serde_json::Value;

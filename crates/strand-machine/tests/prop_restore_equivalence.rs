@@ -48,7 +48,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod prop_common;
+use crate::prop_common;
 
 use std::collections::BTreeSet;
 

@@ -4,7 +4,7 @@
 //! still serves a normal read afterwards.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

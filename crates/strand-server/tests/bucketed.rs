@@ -2,7 +2,7 @@
 //! against a real server.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{TestServer, off};
 use hyper::StatusCode;

@@ -5,7 +5,7 @@
 //! after its restart.
 #![allow(clippy::unwrap_used)]
 
-mod process;
+use crate::process;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -6,7 +6,7 @@
 //! every node reads the flushed ranges.
 #![allow(clippy::unwrap_used)]
 
-mod process;
+use crate::process;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -14,7 +14,7 @@
 //! `STRAND_FAULTS_CLIENTS`, `STRAND_FAULTS_ACKS`).
 #![allow(clippy::unwrap_used)]
 
-mod process;
+use crate::process;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! and SSE and long-poll through a chain.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{TestServer, off};
 use hyper::StatusCode;

@@ -23,7 +23,7 @@
 //! (`STRAND_PARTITION_ROUNDS`, `STRAND_PARTITION_WRITES`).
 #![allow(clippy::unwrap_used)]
 
-mod process;
+use crate::process;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

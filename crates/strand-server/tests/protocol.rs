@@ -3,7 +3,7 @@
 //! mode, producers, closure, TTL, ETag and CORS.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{TestServer, off};
 use hyper::StatusCode;

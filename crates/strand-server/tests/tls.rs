@@ -2,7 +2,7 @@
 //! HTTP/2 (ALPN), and client certificates required by `--tls-client-ca`.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

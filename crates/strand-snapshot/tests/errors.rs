@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use strand_model::{BucketStreamId, ColdChunkRef, StreamVisibleSnapshot};

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{ZERO, id, seg};
 use strand_model::{ColdGcTarget, StreamStatus};

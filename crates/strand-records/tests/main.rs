@@ -1,0 +1,11 @@
+//! The integration tests of strand-records, one module per former test file,
+//! in one binary.
+
+mod content_type;
+mod coordinate_fixtures;
+mod index_unit;
+mod message_records;
+mod prepare_commit;
+mod proptests;
+mod serde_shapes;
+mod write_paths;

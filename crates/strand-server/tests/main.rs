@@ -1,0 +1,21 @@
+//! The integration tests of strand-server, one module per former test file,
+//! in one binary: `common` serves an in-process server, `process` runs the
+//! `strand-server` binary.
+
+mod common;
+mod process;
+
+mod auth;
+mod bad_input;
+mod binary;
+mod bucketed;
+mod cluster;
+mod cold;
+mod cold_durable;
+mod cold_s3;
+mod faults;
+mod forks;
+mod live;
+mod partition;
+mod protocol;
+mod tls;

@@ -1,0 +1,8 @@
+//! The integration tests of strand-usage, one module per former test file, in
+//! one binary.
+
+mod ledger_events;
+mod properties;
+mod quota_checks;
+mod restore;
+mod serde_shapes;

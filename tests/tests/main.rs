@@ -1,0 +1,8 @@
+//! The workspace-level tests, one module per former test file, in one binary:
+//! `conformance` (the golden traces), `legacy` (the reference's snapshots),
+//! `public_api` and `fuzz_regressions`.
+
+mod conformance;
+mod fuzz_regressions;
+mod legacy;
+mod public_api;
