@@ -1,4 +1,4 @@
-//! The workspace-level tests, one module per former test file, in one binary:
+//! The workspace-level tests, one module per file of `tests/`, in one binary:
 //! `conformance` (the golden traces), `legacy` (the reference's snapshots),
 //! `public_api` and `fuzz_regressions`.
 

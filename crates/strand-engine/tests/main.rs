@@ -1,5 +1,5 @@
-//! The integration tests of strand-engine, one module per former test file,
-//! in one binary.
+//! The integration tests of strand-engine, one module per file of `tests/`, in
+//! one binary.
 
 mod engine;
 mod forks;

@@ -1,5 +1,5 @@
-//! The integration tests of strand-machine, one module per former test file,
-//! in one binary (`alloc_per_append` stays its own binary: it installs a
+//! The integration tests of strand-machine, one module per file of `tests/`, in
+//! one binary (`alloc_per_append` is a binary of its own: it installs a
 //! counting global allocator).
 
 mod codec_common;

@@ -1,4 +1,4 @@
-//! The integration tests of strand-model, one module per former test file, in
+//! The integration tests of strand-model, one module per file of `tests/`, in
 //! one binary.
 
 mod wire_decode;

@@ -1,4 +1,4 @@
-//! The integration tests of strand-raft, one module per former test file, in
+//! The integration tests of strand-raft, one module per file of `tests/`, in
 //! one binary.
 
 mod durable;

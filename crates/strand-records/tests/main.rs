@@ -1,5 +1,5 @@
-//! The integration tests of strand-records, one module per former test file,
-//! in one binary.
+//! The integration tests of strand-records, one module per file of `tests/`, in
+//! one binary.
 
 mod content_type;
 mod coordinate_fixtures;

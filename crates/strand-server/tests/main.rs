@@ -1,5 +1,5 @@
-//! The integration tests of strand-server, one module per former test file,
-//! in one binary: `common` serves an in-process server, `process` runs the
+//! The integration tests of strand-server, one module per file of `tests/`, in
+//! one binary: `common` serves an in-process server, `process` runs the
 //! `strand-server` binary.
 
 mod common;

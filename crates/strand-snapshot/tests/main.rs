@@ -1,4 +1,4 @@
-//! The integration tests of strand-snapshot, one module per former test file,
+//! The integration tests of strand-snapshot, one module per file of `tests/`,
 //! in one binary; `common` builds the snapshots they share.
 
 mod common;
