@@ -59,7 +59,7 @@ fn print_help() {
     println!("           (every test must pass), tests (with insta checks),");
     println!("           components (tests/components, each built with its one strand crate),");
     println!("           cargo-deny, conformance, legacy;");
-    println!("           installs the pinned cargo-insta and cargo-deny first when needed");
+    println!("           installs the pinned cargo-deny first when needed");
     println!("  legacy   restore every legacy snapshot fixture (tests/fixtures/legacy) and");
     println!("           check its outcome against the pinned insta snapshots");
     println!("  bench    run strand-machine's benches (release) and print one table of");
@@ -108,7 +108,8 @@ fn print_help() {
     println!("           seeded from the conformance traces; installs the pinned");
     println!("           cargo-fuzz 0.13.2 when missing; logs in target/fuzz-logs/");
     println!("  tools    install the pinned cargo-insta and cargo-deny if missing or at");
-    println!("           another version (ci does this itself before using them)");
+    println!("           another version (ci installs cargo-deny itself; it drives insta");
+    println!("           without cargo-insta)");
     println!("  help     this text");
 }
 
@@ -342,24 +343,103 @@ fn step_clippy(root: &Path) -> Result<(), String> {
     run(cmd)
 }
 
-/// Runs the whole test suite through `cargo insta test`, so that snapshot
-/// mismatches fail (`--check`) and snapshot files no test uses are rejected
-/// (`--unreferenced=reject`).
+/// Runs the whole test suite the way `cargo insta test --check
+/// --unreferenced=reject` does, without building cargo-insta (a fresh
+/// machine would compile it on every CI run):
+///
+/// * the tests through nextest (or `cargo test` without it), then the
+///   doctests with `cargo test --doc`, with `INSTA_UPDATE=no`, so a snapshot
+///   mismatch fails its test and writes nothing;
+/// * every snapshot file an assertion read is listed by insta in the file
+///   `INSTA_SNAPSHOT_REFERENCES_FILE` names; a `.snap` file in the tree that
+///   no test read fails the step (a renamed or deleted test left it behind).
+///
+/// `cargo insta review` (the pinned `cargo xtask tools`) stays the way to
+/// accept a changed snapshot.
 fn step_tests(root: &Path) -> Result<(), String> {
-    tools::ensure_tool(root, &tools::INSTA)?;
-    let mut cmd = cargo(root);
-    cmd.args([
-        "insta",
-        "test",
-        "--workspace",
-        "--check",
-        "--unreferenced=reject",
-    ]);
-    if has_subcommand(root, "nextest") {
-        cmd.args(["--test-runner", "nextest"]);
+    let references = root.join("target").join("insta-references.txt");
+    if let Some(dir) = references.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
     }
-    cmd.env("INSTA_UPDATE", "no");
-    run(cmd)
+    match std::fs::remove_file(&references) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("could not remove {}: {e}", references.display())),
+    }
+    let insta_env = |cmd: &mut Command| {
+        cmd.env("INSTA_UPDATE", "no")
+            .env("INSTA_FORCE_PASS", "0")
+            .env("INSTA_SNAPSHOT_REFERENCES_FILE", &references);
+    };
+    let mut tests = cargo(root);
+    if has_subcommand(root, "nextest") {
+        tests.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+    } else {
+        tests.args(["test", "--workspace", "--no-fail-fast"]);
+    }
+    insta_env(&mut tests);
+    run(tests)?;
+    let mut doctests = cargo(root);
+    doctests.args(["test", "--workspace", "--doc"]);
+    insta_env(&mut doctests);
+    run(doctests)?;
+    let unreferenced = unreferenced_snapshots(root, &references)?;
+    if unreferenced.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "snapshot files no test reads (remove them, or restore their test): {}",
+            unreferenced
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+}
+
+/// The `.snap` files under `root` (outside `target/` and hidden
+/// directories) that are not listed in the insta references file.
+fn unreferenced_snapshots(root: &Path, references: &Path) -> Result<Vec<PathBuf>, String> {
+    let listed = match std::fs::read_to_string(references) {
+        Ok(text) => text,
+        // No test read a snapshot file at all.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("could not read {}: {e}", references.display())),
+    };
+    let referenced: std::collections::BTreeSet<PathBuf> = listed
+        .lines()
+        .filter_map(|line| std::fs::canonicalize(line).ok())
+        .collect();
+    let mut found = Vec::new();
+    find_files_ending(root, ".snap", &mut found);
+    Ok(found
+        .into_iter()
+        .filter(|path| {
+            std::fs::canonicalize(path).map_or(true, |canonical| !referenced.contains(&canonical))
+        })
+        .collect())
+}
+
+/// Every file under `dir` whose name ends with `suffix`, skipping `target`,
+/// `node_modules` and hidden directories.
+fn find_files_ending(dir: &Path, suffix: &str, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            if name != "target" && name != "node_modules" && !name.starts_with('.') {
+                find_files_ending(&path, suffix, out);
+            }
+        } else if name.ends_with(suffix) {
+            out.push(path);
+        }
+    }
 }
 
 /// Fails when a pending snapshot (`.snap.new`, `.pending-snap`) is lying in
@@ -382,21 +462,8 @@ fn step_insta_pending(root: &Path) -> Result<(), String> {
 }
 
 fn find_pending(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if path.is_dir() {
-            if name != "target" && !name.starts_with('.') {
-                find_pending(&path, out);
-            }
-        } else if name.ends_with(".snap.new") || name.ends_with(".pending-snap") {
-            out.push(path);
-        }
-    }
+    find_files_ending(dir, ".snap.new", out);
+    find_files_ending(dir, ".pending-snap", out);
 }
 
 /// The component crates of `tests/components/` and the one strand crate
