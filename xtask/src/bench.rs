@@ -243,6 +243,21 @@ fn summary(f: &Figures) -> (String, Vec<String>) {
             "<= 1.3x",
             "2.5-3.0x",
         ));
+        // The same ratio from interleaved sample pairs (append sample, floor
+        // sample, back to back), immune to the machine's drift between
+        // divan's two benches.
+        let interleaved = f.custom(&format!("interleaved_floor_ratio_{key}"), m);
+        rows.push(row(
+            "    the same, interleaved sample pairs (median)",
+            interleaved.map(|r| {
+                (
+                    format!("{r:.2}x"),
+                    Met::check(r <= SMALL_APPEND_FLOOR_TARGET),
+                )
+            }),
+            "<= 1.3x",
+            "",
+        ));
     }
 
     let allocs = f.custom("allocs_per_inline_append_no_producer", m);

@@ -14,6 +14,10 @@
 //!   else. A deduplicated retry hashes nothing, so
 //!   the producer floor replays the same request sequence and hashes only
 //!   the accepted appends. `cargo xtask bench` reports append / floor.
+//! * before divan's benches, the same three ratios measured interleaved
+//!   (`BENCH interleaved_floor_ratio_<bench>=<ratio> x`): one sample of
+//!   appends and one of floor items back to back, 1000 pairs, the median of
+//!   the pairs' ratios (see [`interleaved_floor_ratios`]).
 //! * `append_64k` beside `setsum_floor_64k`: a 64 KiB inline append versus
 //!   hashing the same 64 KiB once with `setsum` (the integrity digest every
 //!   append must pay), reported as the ratio append / floor.
@@ -29,6 +33,7 @@ use common::{
     JSON, OCTET, XorShift, append, json_payload, machine_with_streams, payload, producer,
 };
 use divan::Bencher;
+use std::time::Instant;
 
 /// Streams the 100-byte appends are spread over.
 const STREAMS: usize = 100;
@@ -44,7 +49,48 @@ const SMALL_SAMPLE_SIZE: u32 = 50;
 
 fn main() {
     check_floor_items();
+    if runs_interleaved() {
+        interleaved_floor_ratios();
+    }
     divan::main();
+}
+
+/// Whether this run measures the interleaved ratios: not when listing the
+/// benches, and not when a name filter leaves out every small-append bench.
+fn runs_interleaved() -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args
+        .iter()
+        .any(|a| a == "--list" || a == "--help" || a == "-h")
+    {
+        return false;
+    }
+    // divan's flags that take a value; everything else not starting with
+    // `-` is a name filter.
+    const WITH_VALUE: [&str; 9] = [
+        "--color",
+        "--skip",
+        "--sort",
+        "--sortr",
+        "--timer",
+        "--sample-count",
+        "--sample-size",
+        "--min-time",
+        "--max-time",
+    ];
+    let mut filters = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if WITH_VALUE.contains(&arg.as_str()) {
+            rest.next();
+        } else if !arg.starts_with('-') {
+            filters.push(arg.as_str());
+        }
+    }
+    filters.is_empty()
+        || filters
+            .iter()
+            .any(|f| "interleaved_inline_100b".contains(f))
 }
 
 /// The floors must hash the very items the appends hash: after two appends
@@ -78,68 +124,184 @@ fn check_floor_items() {
     }
 }
 
-/// Inline 100 B appends, no producer.
-#[divan::bench(sample_count = SMALL_SAMPLES, sample_size = SMALL_SAMPLE_SIZE)]
-fn inline_100b_no_producer(bencher: Bencher) {
-    let ids = common::stream_ids(BUCKET, "s-", 3, STREAMS);
-    let mut machine = machine_with_streams(BUCKET, &ids, OCTET);
-    let body = payload(100, 7);
-    let mut i = 0usize;
-    bencher
-        .with_inputs(|| {
-            let id = ids[i % STREAMS].clone();
-            i += 1;
-            append(id, OCTET, Bytes::copy_from_slice(&body), None)
+/// The three small-append workloads, each with its floor.
+#[derive(Clone, Copy)]
+enum Workload {
+    /// 100 B to octet-stream streams, no producer.
+    NoProducer,
+    /// 100 B to octet-stream streams, one producer per stream, 10 % retries.
+    Producer,
+    /// 100 B to JSON streams, 3 records per append.
+    Json,
+}
+
+impl Workload {
+    const ALL: [Workload; 3] = [Workload::NoProducer, Workload::Producer, Workload::Json];
+
+    /// The bench's name without `floor_`, also the key of its figures.
+    fn key(self) -> &'static str {
+        match self {
+            Workload::NoProducer => "inline_100b_no_producer",
+            Workload::Producer => "inline_100b_producer_10pct_retries",
+            Workload::Json => "inline_100b_json_3_records",
+        }
+    }
+
+    fn prefix(self) -> &'static str {
+        match self {
+            Workload::Json => "j-",
+            _ => "s-",
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Workload::Json => JSON,
+            _ => OCTET,
+        }
+    }
+
+    fn body(self) -> Bytes {
+        match self {
+            Workload::Json => json_payload(100, 3),
+            _ => payload(100, 7),
+        }
+    }
+}
+
+/// One request of a workload's deterministic sequence: round-robin over
+/// [`STREAMS`] streams; with producers, every tenth request on average
+/// (deterministic PRNG) is a retry of that stream's latest accepted
+/// sequence number, as a client retrying after a lost ack would.
+struct Requests {
+    workload: Workload,
+    ids: Vec<strand_model::BucketStreamId>,
+    body: Bytes,
+    /// Requests made so far.
+    i: usize,
+    /// Next producer sequence number per stream.
+    next_seq: Vec<u64>,
+    /// Tail offset per stream, as the appends so far left it.
+    tails: Vec<u64>,
+    rng: XorShift,
+}
+
+/// What one request is: its stream, its producer sequence and whether it
+/// is a retry (which the machine deduplicates and hashes nothing for), and
+/// where an accepted append starts.
+struct Request {
+    stream: usize,
+    seq: Option<u64>,
+    retry: bool,
+    start: u64,
+}
+
+impl Requests {
+    fn new(workload: Workload) -> Self {
+        Self {
+            workload,
+            ids: common::stream_ids(BUCKET, workload.prefix(), 3, STREAMS),
+            body: workload.body(),
+            i: 0,
+            next_seq: vec![0; STREAMS],
+            tails: vec![0; STREAMS],
+            rng: XorShift::new(0x5eed),
+        }
+    }
+
+    /// A machine holding this workload's empty streams.
+    fn machine(&self) -> strand_machine::StreamStateMachine {
+        machine_with_streams(BUCKET, &self.ids, self.workload.content_type())
+    }
+
+    fn next_request(&mut self) -> Request {
+        let s = self.i % STREAMS;
+        self.i += 1;
+        let start = self.tails[s];
+        let (seq, retry) = match self.workload {
+            Workload::Producer => {
+                if self.next_seq[s] > 0 && self.rng.below(10) == 0 {
+                    (Some(self.next_seq[s] - 1), true)
+                } else {
+                    self.next_seq[s] += 1;
+                    (Some(self.next_seq[s] - 1), false)
+                }
+            }
+            Workload::NoProducer | Workload::Json => (None, false),
+        };
+        if !retry {
+            self.tails[s] += self.body.len() as u64;
+        }
+        Request {
+            stream: s,
+            seq,
+            retry,
+            start,
+        }
+    }
+
+    /// The next request as the command the append bench applies (the
+    /// payload a fresh copy, like a request body off the wire).
+    fn next_command(&mut self) -> strand_machine::StreamCommand {
+        let r = self.next_request();
+        append(
+            self.ids[r.stream].clone(),
+            self.workload.content_type(),
+            Bytes::copy_from_slice(&self.body),
+            r.seq.map(|seq| producer("writer", seq)),
+        )
+    }
+
+    /// The next request as the floor's input: the item its append hashes,
+    /// or `None` for a retry.
+    fn next_floor(&mut self) -> FloorInput {
+        let r = self.next_request();
+        let len = self.body.len() as u64;
+        (!r.retry).then(|| {
+            item_bytes(
+                &self.ids[r.stream].stream_id,
+                r.start,
+                r.start + len,
+                &self.body,
+            )
         })
+    }
+}
+
+/// The append bench of `workload`.
+fn append_bench(bencher: Bencher, workload: Workload) {
+    let mut requests = Requests::new(workload);
+    let mut machine = requests.machine();
+    bencher
+        .with_inputs(|| requests.next_command())
         .bench_local_values(|command| machine.apply(command));
 }
 
-/// Inline 100 B appends, one producer per stream; every tenth request (on
-/// average, deterministic PRNG) is a retry of that stream's latest
-/// accepted sequence number, as a client retrying after a lost ack would.
+/// The floor bench of `workload`: the same request sequence, hashing only
+/// the accepted appends' items.
+fn floor_bench(bencher: Bencher, workload: Workload) {
+    let mut requests = Requests::new(workload);
+    bencher
+        .with_inputs(|| requests.next_floor())
+        .bench_local_values(hash_item);
+}
+
+/// Inline 100 B appends, no producer.
+#[divan::bench(sample_count = SMALL_SAMPLES, sample_size = SMALL_SAMPLE_SIZE)]
+fn inline_100b_no_producer(bencher: Bencher) {
+    append_bench(bencher, Workload::NoProducer);
+}
+
+/// Inline 100 B appends, one producer per stream, 10 % retries.
 #[divan::bench(sample_count = SMALL_SAMPLES, sample_size = SMALL_SAMPLE_SIZE)]
 fn inline_100b_producer_10pct_retries(bencher: Bencher) {
-    let ids = common::stream_ids(BUCKET, "s-", 3, STREAMS);
-    let mut machine = machine_with_streams(BUCKET, &ids, OCTET);
-    let body = payload(100, 7);
-    let mut next_seq = vec![0u64; STREAMS];
-    let mut rng = XorShift::new(0x5eed);
-    let mut i = 0usize;
-    bencher
-        .with_inputs(|| {
-            let s = i % STREAMS;
-            i += 1;
-            let seq = if next_seq[s] > 0 && rng.below(10) == 0 {
-                next_seq[s] - 1
-            } else {
-                next_seq[s] += 1;
-                next_seq[s] - 1
-            };
-            let request = producer("writer", seq);
-            append(
-                ids[s].clone(),
-                OCTET,
-                Bytes::copy_from_slice(&body),
-                Some(request),
-            )
-        })
-        .bench_local_values(|command| machine.apply(command));
+    append_bench(bencher, Workload::Producer);
 }
 
 /// Inline 100 B appends to `application/json` streams, 3 records each.
 #[divan::bench(sample_count = SMALL_SAMPLES, sample_size = SMALL_SAMPLE_SIZE)]
 fn inline_100b_json_3_records(bencher: Bencher) {
-    let ids = common::stream_ids(BUCKET, "j-", 3, STREAMS);
-    let mut machine = machine_with_streams(BUCKET, &ids, JSON);
-    let body = json_payload(100, 3);
-    let mut i = 0usize;
-    bencher
-        .with_inputs(|| {
-            let id = ids[i % STREAMS].clone();
-            i += 1;
-            append(id, JSON, Bytes::copy_from_slice(&body), None)
-        })
-        .bench_local_values(|command| machine.apply(command));
+    append_bench(bencher, Workload::Json);
 }
 
 /// Domain tag of an integrity item of a stream without affinity key
@@ -179,60 +341,91 @@ fn hash_item(input: FloorInput) -> ([u8; 32], FloorInput) {
     (sum.digest(), input)
 }
 
-/// The floor of a round-robin workload over [`STREAMS`] streams whose
-/// every request is an accepted append of `body`.
-fn round_robin_floor(bencher: Bencher, prefix: &str, body: &Bytes) {
-    let ids = common::stream_ids(BUCKET, prefix, 3, STREAMS);
-    let len = body.len() as u64;
-    let mut tails = vec![0u64; STREAMS];
-    let mut i = 0usize;
-    bencher
-        .with_inputs(|| {
-            let s = i % STREAMS;
-            i += 1;
-            let start = tails[s];
-            tails[s] += len;
-            Some(item_bytes(&ids[s].stream_id, start, start + len, body))
-        })
-        .bench_local_values(hash_item);
-}
-
 /// Floor of `inline_100b_no_producer`.
 #[divan::bench(sample_count = SMALL_SAMPLES, sample_size = SMALL_SAMPLE_SIZE)]
 fn floor_inline_100b_no_producer(bencher: Bencher) {
-    round_robin_floor(bencher, "s-", &payload(100, 7));
+    floor_bench(bencher, Workload::NoProducer);
 }
 
 /// Floor of `inline_100b_producer_10pct_retries`: the same request
 /// sequence (same PRNG); a retry hashes nothing.
 #[divan::bench(sample_count = SMALL_SAMPLES, sample_size = SMALL_SAMPLE_SIZE)]
 fn floor_inline_100b_producer_10pct_retries(bencher: Bencher) {
-    let ids = common::stream_ids(BUCKET, "s-", 3, STREAMS);
-    let body = payload(100, 7);
-    let len = body.len() as u64;
-    let mut next_seq = vec![0u64; STREAMS];
-    let mut tails = vec![0u64; STREAMS];
-    let mut rng = XorShift::new(0x5eed);
-    let mut i = 0usize;
-    bencher
-        .with_inputs(|| {
-            let s = i % STREAMS;
-            i += 1;
-            if next_seq[s] > 0 && rng.below(10) == 0 {
-                return None;
-            }
-            next_seq[s] += 1;
-            let start = tails[s];
-            tails[s] += len;
-            Some(item_bytes(&ids[s].stream_id, start, start + len, &body))
-        })
-        .bench_local_values(hash_item);
+    floor_bench(bencher, Workload::Producer);
 }
 
 /// Floor of `inline_100b_json_3_records`.
 #[divan::bench(sample_count = SMALL_SAMPLES, sample_size = SMALL_SAMPLE_SIZE)]
 fn floor_inline_100b_json_3_records(bencher: Bencher) {
-    round_robin_floor(bencher, "j-", &json_payload(100, 3));
+    floor_bench(bencher, Workload::Json);
+}
+
+/// Sample pairs of the interleaved ratio (one sample of appends, one of
+/// floor items, each [`SMALL_SAMPLE_SIZE`] requests): as many requests as
+/// the divan benches make.
+const INTERLEAVED_PAIRS: usize = SMALL_SAMPLES as usize;
+
+/// Appends / floor measured interleaved: sample `k` of the appends and
+/// sample `k` of the floor (the same positions of the same request
+/// sequence) run back to back, in alternating order, and the figure is the
+/// median of the per-pair time ratios. divan runs all of one bench's
+/// samples before the next bench's, so on a machine whose speed drifts
+/// (10–40 % here, from one second to the next) its two medians can come
+/// from different speeds; a pair's two samples are microseconds apart.
+///
+/// Prints `BENCH interleaved_floor_ratio_<key>=<ratio> x` per workload, and
+/// `BENCH interleaved_floor_samples=<n> pairs`.
+fn interleaved_floor_ratios() {
+    let pairs = common::scale(INTERLEAVED_PAIRS, 20);
+    let size = SMALL_SAMPLE_SIZE as usize;
+    for workload in Workload::ALL {
+        let mut appends = Requests::new(workload);
+        let mut machine = appends.machine();
+        let mut floors = Requests::new(workload);
+        let mut commands = Vec::with_capacity(size);
+        let mut items = Vec::with_capacity(size);
+        let mut responses = Vec::with_capacity(size);
+        let mut digests = Vec::with_capacity(size);
+        let mut ratios = Vec::with_capacity(pairs);
+        for k in 0..pairs {
+            commands.extend((0..size).map(|_| appends.next_command()));
+            items.extend((0..size).map(|_| floors.next_floor()));
+            let time_appends =
+                |machine: &mut strand_machine::StreamStateMachine,
+                 commands: &mut Vec<strand_machine::StreamCommand>,
+                 responses: &mut Vec<strand_machine::StreamResponse>| {
+                    let t = Instant::now();
+                    responses.extend(commands.drain(..).map(|c| machine.apply(c)));
+                    t.elapsed()
+                };
+            let time_floor =
+                |items: &mut Vec<FloorInput>, digests: &mut Vec<([u8; 32], FloorInput)>| {
+                    let t = Instant::now();
+                    digests.extend(items.drain(..).map(hash_item));
+                    t.elapsed()
+                };
+            let (a, f) = if k % 2 == 0 {
+                let a = time_appends(&mut machine, &mut commands, &mut responses);
+                (a, time_floor(&mut items, &mut digests))
+            } else {
+                let f = time_floor(&mut items, &mut digests);
+                (time_appends(&mut machine, &mut commands, &mut responses), f)
+            };
+            for response in responses.drain(..) {
+                common::expect_ok(&response, "interleaved append");
+            }
+            digests.clear();
+            ratios.push(a.as_secs_f64() / f.as_secs_f64().max(1e-9));
+        }
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios[ratios.len() / 2];
+        common::report(
+            &format!("interleaved_floor_ratio_{}", workload.key()),
+            median,
+            "x",
+        );
+    }
+    common::report("interleaved_floor_samples", pairs as f64, "pairs");
 }
 
 /// Size of the large append.
