@@ -212,7 +212,7 @@ fn unauthorized(reason: &str) -> ApiError {
         format!("authentication required: {reason}"),
     )
     .with_header(
-        "www-authenticate",
+        header::WWW_AUTHENTICATE,
         format!("Bearer realm=\"strand\", error=\"invalid_token\", error_description=\"{reason}\""),
     )
 }
@@ -231,7 +231,7 @@ pub fn authorize(
     };
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(unauthorized("no bearer token")
-            .with_header("www-authenticate", "Bearer realm=\"strand\""));
+            .with_header(header::WWW_AUTHENTICATE, "Bearer realm=\"strand\""));
     };
     let token = value
         .to_str()

@@ -2,7 +2,7 @@
 //! the preflight answer.
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 
 const ALLOW_METHODS: &str = "GET, POST, PUT, DELETE, HEAD, OPTIONS";
 const ALLOW_HEADERS: &str = "content-type, authorization, if-none-match, stream-seq, stream-ttl, \
@@ -13,6 +13,19 @@ const EXPOSE_HEADERS: &str = "stream-next-offset, stream-cursor, stream-up-to-da
 producer-epoch, producer-seq, producer-expected-seq, producer-received-seq, \
 stream-sse-data-encoding, stream-ttl, stream-expires-at, etag, location, content-type, \
 content-encoding, vary, retry-after";
+
+// Every response carries these headers, so names and values are built at
+// compile time: `from_static` outside a const context checks every byte of
+// the value (and parses the name) on each call.
+const ANY_ORIGIN: HeaderValue = HeaderValue::from_static("*");
+const VARY_ORIGIN: HeaderValue = HeaderValue::from_static("origin");
+const ALLOW_METHODS_VALUE: HeaderValue = HeaderValue::from_static(ALLOW_METHODS);
+const ALLOW_HEADERS_VALUE: HeaderValue = HeaderValue::from_static(ALLOW_HEADERS);
+const EXPOSE_HEADERS_VALUE: HeaderValue = HeaderValue::from_static(EXPOSE_HEADERS);
+const NOSNIFF: HeaderValue = HeaderValue::from_static("nosniff");
+const CROSS_ORIGIN_RESOURCE_POLICY: HeaderName =
+    HeaderName::from_static("cross-origin-resource-policy");
+const CROSS_ORIGIN: HeaderValue = HeaderValue::from_static("cross-origin");
 
 /// Which origins may read responses from a browser.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,13 +62,12 @@ pub fn add_headers(
     origin: Option<&HeaderValue>,
     preflight: bool,
 ) {
-    let set = |headers: &mut HeaderMap, name: header::HeaderName, value: &'static str| {
-        headers.insert(name, HeaderValue::from_static(value));
-    };
     match origins {
-        Origins::Any => set(headers, header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        Origins::Any => {
+            headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, ANY_ORIGIN);
+        }
         Origins::Listed(list) => {
-            headers.append(header::VARY, HeaderValue::from_static("origin"));
+            headers.append(header::VARY, VARY_ORIGIN);
             if let Some(origin) = origin
                 && origin
                     .to_str()
@@ -66,20 +78,12 @@ pub fn add_headers(
         }
     }
     if preflight {
-        set(headers, header::ACCESS_CONTROL_ALLOW_METHODS, ALLOW_METHODS);
-        set(headers, header::ACCESS_CONTROL_ALLOW_HEADERS, ALLOW_HEADERS);
+        headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, ALLOW_METHODS_VALUE);
+        headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, ALLOW_HEADERS_VALUE);
     }
-    set(
-        headers,
-        header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        EXPOSE_HEADERS,
-    );
-    set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    set(
-        headers,
-        header::HeaderName::from_static("cross-origin-resource-policy"),
-        "cross-origin",
-    );
+    headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, EXPOSE_HEADERS_VALUE);
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, NOSNIFF);
+    headers.insert(CROSS_ORIGIN_RESOURCE_POLICY, CROSS_ORIGIN);
 }
 
 /// The answer to a CORS preflight (`OPTIONS` on any path): 204; the

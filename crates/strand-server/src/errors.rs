@@ -51,9 +51,9 @@ impl ApiError {
     }
 
     /// Adds a header.
-    pub fn with_header(mut self, name: &'static str, value: impl AsRef<str>) -> Self {
+    pub fn with_header(mut self, name: HeaderName, value: impl AsRef<str>) -> Self {
         if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
-            self.headers.push((HeaderName::from_static(name), v));
+            self.headers.push((name, v));
         }
         self
     }
@@ -141,7 +141,7 @@ impl From<EngineError> for ApiError {
         match error {
             EngineError::Busy | EngineError::TooManyWaiters | EngineError::Unavailable => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
-                    .with_header("retry-after", "1")
+                    .with_header(header::RETRY_AFTER, "1")
             }
             EngineError::Shutdown => Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string()),
         }

@@ -1,73 +1,86 @@
 //! Protocol header names and the parsing of header values (spec 08 §4,
 //! §10, §11, §13).
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use strand::ProducerRequest;
 
 /// `Stream-Next-Offset`.
-pub const NEXT_OFFSET: &str = "stream-next-offset";
+pub const NEXT_OFFSET: HeaderName = HeaderName::from_static("stream-next-offset");
 /// `Stream-Up-To-Date`.
-pub const UP_TO_DATE: &str = "stream-up-to-date";
+pub const UP_TO_DATE: HeaderName = HeaderName::from_static("stream-up-to-date");
 /// `Stream-Cursor`.
-pub const CURSOR: &str = "stream-cursor";
+pub const CURSOR: HeaderName = HeaderName::from_static("stream-cursor");
 /// `Stream-Closed`.
-pub const CLOSED: &str = "stream-closed";
+pub const CLOSED: HeaderName = HeaderName::from_static("stream-closed");
 /// `Stream-TTL`.
-pub const TTL: &str = "stream-ttl";
+pub const TTL: HeaderName = HeaderName::from_static("stream-ttl");
 /// `Stream-Expires-At`.
-pub const EXPIRES_AT: &str = "stream-expires-at";
+pub const EXPIRES_AT: HeaderName = HeaderName::from_static("stream-expires-at");
 /// `Stream-Seq`.
-pub const SEQ: &str = "stream-seq";
+pub const SEQ: HeaderName = HeaderName::from_static("stream-seq");
 /// `Producer-Id`.
-pub const PRODUCER_ID: &str = "producer-id";
+pub const PRODUCER_ID: HeaderName = HeaderName::from_static("producer-id");
 /// `Producer-Epoch`.
-pub const PRODUCER_EPOCH: &str = "producer-epoch";
+pub const PRODUCER_EPOCH: HeaderName = HeaderName::from_static("producer-epoch");
 /// `Producer-Seq`.
-pub const PRODUCER_SEQ: &str = "producer-seq";
+pub const PRODUCER_SEQ: HeaderName = HeaderName::from_static("producer-seq");
 /// `Producer-Expected-Seq`.
-pub const PRODUCER_EXPECTED_SEQ: &str = "producer-expected-seq";
+pub const PRODUCER_EXPECTED_SEQ: HeaderName = HeaderName::from_static("producer-expected-seq");
 /// `Producer-Received-Seq`.
-pub const PRODUCER_RECEIVED_SEQ: &str = "producer-received-seq";
+pub const PRODUCER_RECEIVED_SEQ: HeaderName = HeaderName::from_static("producer-received-seq");
 /// `Stream-SSE-Data-Encoding`.
-pub const SSE_DATA_ENCODING: &str = "stream-sse-data-encoding";
+pub const SSE_DATA_ENCODING: HeaderName = HeaderName::from_static("stream-sse-data-encoding");
 /// `Stream-Attrs` (bucketed layout): JSON stream attributes on create.
-pub const ATTRS: &str = "stream-attrs";
+pub const ATTRS: HeaderName = HeaderName::from_static("stream-attrs");
 /// `Stream-Record-Match` (bucketed layout): append only at this record.
-pub const RECORD_MATCH: &str = "stream-record-match";
+pub const RECORD_MATCH: HeaderName = HeaderName::from_static("stream-record-match");
 /// `Stream-Snapshot-Match`: the expected digest of the current snapshot.
-pub const SNAPSHOT_MATCH: &str = "stream-snapshot-match";
+pub const SNAPSHOT_MATCH: HeaderName = HeaderName::from_static("stream-snapshot-match");
 /// `Stream-Snapshot-Offset`: a visible snapshot's offset.
-pub const SNAPSHOT_OFFSET: &str = "stream-snapshot-offset";
+pub const SNAPSHOT_OFFSET: HeaderName = HeaderName::from_static("stream-snapshot-offset");
 /// `Stream-Snapshot-Digest`: a visible snapshot's digest.
-pub const SNAPSHOT_DIGEST: &str = "stream-snapshot-digest";
+pub const SNAPSHOT_DIGEST: HeaderName = HeaderName::from_static("stream-snapshot-digest");
 /// `Stream-Forked-From`.
-pub const FORKED_FROM: &str = "stream-forked-from";
+pub const FORKED_FROM: HeaderName = HeaderName::from_static("stream-forked-from");
 /// The fork offset of a fork create.
-pub const FORK_OFFSET: &str = "stream-fork-offset";
+pub const FORK_OFFSET: HeaderName = HeaderName::from_static("stream-fork-offset");
 /// The sub-offset of a fork create.
-pub const FORK_SUB_OFFSET: &str = "stream-fork-sub-offset";
+pub const FORK_SUB_OFFSET: HeaderName = HeaderName::from_static("stream-fork-sub-offset");
+
+/// `Stream-Deduplicated` (bucketed batch appends): the batch was a retry.
+pub const DEDUPLICATED: HeaderName = HeaderName::from_static("stream-deduplicated");
+/// `Prefer` (RFC 7240): `return=minimal` on batch appends.
+pub const PREFER: HeaderName = HeaderName::from_static("prefer");
 
 /// The largest integer a producer header may carry (2^53 − 1).
 pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
 
 /// A header's value as text; `Err` when present but not visible ASCII /
 /// UTF-8.
-pub fn text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
+pub fn text<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, String> {
     match headers.get(name) {
         None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .map(Some)
-            .map_err(|_| format!("header {name} is not valid text")),
+        Some(v) => as_text(v, name).map(Some),
     }
 }
 
-/// A header that may appear at most once.
-pub fn single<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
-    if headers.get_all(name).iter().count() > 1 {
+/// A header that may appear at most once: one lookup finds its first value
+/// and whether there is a second.
+pub fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, String> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
         return Err(format!("header {name} given more than once"));
     }
-    text(headers, name)
+    as_text(first, name).map(Some)
+}
+
+fn as_text<'a>(value: &'a axum::http::HeaderValue, name: &HeaderName) -> Result<&'a str, String> {
+    value
+        .to_str()
+        .map_err(|_| format!("header {name} is not valid text"))
 }
 
 /// A plain decimal integer: `0`, or a non-zero digit followed by digits; no
@@ -84,9 +97,9 @@ pub fn parse_decimal(value: &str) -> Option<u64> {
 
 /// Producer headers: all three or none (spec 08 §11).
 pub fn producer(headers: &HeaderMap) -> Result<Option<ProducerRequest>, String> {
-    let id = single(headers, PRODUCER_ID)?;
-    let epoch = single(headers, PRODUCER_EPOCH)?;
-    let seq = single(headers, PRODUCER_SEQ)?;
+    let id = single(headers, &PRODUCER_ID)?;
+    let epoch = single(headers, &PRODUCER_EPOCH)?;
+    let seq = single(headers, &PRODUCER_SEQ)?;
     match (id, epoch, seq) {
         (None, None, None) => Ok(None),
         (Some(id), Some(epoch), Some(seq)) => {

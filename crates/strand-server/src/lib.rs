@@ -26,14 +26,16 @@ pub mod state;
 pub mod time;
 pub mod tls;
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::http::Request;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as AutoBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use strand::MachineOptions;
 use strand_engine::{Engine, EngineConfig};
 use tokio::net::TcpListener;
@@ -52,13 +54,32 @@ pub fn app(
     cold: Option<strand_cold::ColdTier>,
     cluster_token: Option<String>,
 ) -> Router {
+    routes::router(app_state(
+        config,
+        engine,
+        shutdown,
+        verifier,
+        cold,
+        cluster_token,
+    ))
+}
+
+/// The state every request is served with (see [`app`]).
+fn app_state(
+    config: Arc<Config>,
+    engine: Engine,
+    shutdown: watch::Receiver<bool>,
+    verifier: Option<auth::Verifier>,
+    cold: Option<strand_cold::ColdTier>,
+    cluster_token: Option<String>,
+) -> AppState {
     let origins = cors::Origins::for_config(&config.cors_origin, config.listen.ip().is_loopback());
     // The engine reads below its hot buffers through the cold tier: a
     // stream's own reads and a fork's reads through its sources alike.
     if let Some(tier) = &cold {
         tier.install(&engine);
     }
-    routes::router(AppState {
+    AppState {
         engine,
         shutdown,
         limits: Arc::new(limits::Limits::new(
@@ -70,7 +91,7 @@ pub fn app(
         origins: Arc::new(origins),
         config,
         cold,
-    })
+    }
 }
 
 /// The engine configuration a server configuration asks for.
@@ -192,7 +213,7 @@ pub async fn serve_with_cold(
     let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let (stop_tx, stop_rx) = watch::channel(false);
     let workers = cold.as_ref().map(|c| c.start(&engine));
-    let router = app(
+    let state = app_state(
         Arc::new(config),
         engine.clone(),
         stop_rx,
@@ -221,7 +242,15 @@ pub async fn serve_with_cold(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // The routes are matched in `routes::serve`; a hyper service
+        // calls it straight, with no axum router in between.
+        let state = state.clone();
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            let state = state.clone();
+            async move {
+                Ok::<_, Infallible>(routes::serve(state, request.map(axum::body::Body::new)).await)
+            }
+        });
         let watcher = graceful.watcher();
         let tls = tls.clone();
         tokio::spawn(async move {

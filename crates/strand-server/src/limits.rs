@@ -53,8 +53,10 @@ impl Drop for LivePlace {
 }
 
 fn too_many(message: String, retry_after: u64) -> ApiError {
-    ApiError::new(StatusCode::TOO_MANY_REQUESTS, message)
-        .with_header("retry-after", retry_after.max(1).to_string())
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, message).with_header(
+        axum::http::header::RETRY_AFTER,
+        retry_after.max(1).to_string(),
+    )
 }
 
 impl Limits {

@@ -77,7 +77,7 @@ fn read_error(e: &StreamResponse, target: &StreamRequest, cold: bool) -> ApiErro
             if cold =>
         {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message.clone())
-                .with_header("retry-after", "1")
+                .with_header(header::RETRY_AFTER, "1")
         }
         (Some(StreamErrorCode::InvalidColdFlush), _) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -126,11 +126,9 @@ fn trim_slices(slices: &mut Vec<Bytes>, mut keep: usize) {
     *slices = out;
 }
 
-fn set(response: &mut Response, name: &'static str, value: impl AsRef<str>) {
+fn set(response: &mut Response, name: header::HeaderName, value: impl AsRef<str>) {
     if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
-        response
-            .headers_mut()
-            .insert(header::HeaderName::from_static(name), v);
+        response.headers_mut().insert(name, v);
     }
 }
 
@@ -181,7 +179,7 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
             } else {
                 page.body.into_response_body(status)
             };
-            set(&mut out, "content-type", content_type);
+            set(&mut out, header::CONTENT_TYPE, content_type);
             set(&mut out, h::NEXT_OFFSET, offsets::render(page.next_offset));
             if page.up_to_date {
                 set(&mut out, h::UP_TO_DATE, "true");
@@ -279,8 +277,8 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
         Some((Ok::<Bytes, std::convert::Infallible>(chunk), s))
     });
     let mut out = Response::new(Body::from_stream(stream));
-    set(&mut out, "content-type", "text/event-stream");
-    set(&mut out, "cache-control", "no-cache");
+    set(&mut out, header::CONTENT_TYPE, "text/event-stream");
+    set(&mut out, header::CACHE_CONTROL, "no-cache");
     if encoding == DataEncoding::Base64 {
         set(&mut out, h::SSE_DATA_ENCODING, "base64");
     }

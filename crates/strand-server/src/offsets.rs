@@ -22,7 +22,8 @@ pub fn render(offset: u64) -> String {
         high /= 10;
         low /= 10;
     }
-    buf.iter().map(|&b| char::from(b)).collect()
+    // ASCII digits and `_`: always UTF-8, so the fallback never happens.
+    String::from_utf8(buf.to_vec()).unwrap_or_default()
 }
 
 /// Why an offset string was refused.

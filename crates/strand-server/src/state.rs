@@ -73,7 +73,7 @@ impl AppState {
         };
         let error = crate::errors::ApiError::new(status, message);
         Err(if status == StatusCode::SERVICE_UNAVAILABLE {
-            error.with_header("retry-after", "1")
+            error.with_header(axum::http::header::RETRY_AFTER, "1")
         } else {
             error
         })

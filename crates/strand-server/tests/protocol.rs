@@ -682,3 +682,45 @@ async fn health_answers() {
     );
     s.stop().await;
 }
+
+/// `strand_server::app`, the routes as an axum `Router` for embedding,
+/// answers like the server itself (which calls the same dispatch without
+/// a router): create, append, read, with the CORS headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_app_router_serves_the_routes() {
+    use std::sync::Arc;
+
+    let config = strand_server::Config::for_listen("127.0.0.1:0".parse().unwrap());
+    let engine = strand_engine::Engine::start(strand_server::engine_config(&config));
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let router = strand_server::app(Arc::new(config), engine.clone(), shutdown, None, None, None);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let created = common::request(addr, hyper::Method::PUT, "/v1/stream/r")
+        .text("hello ")
+        .send()
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    assert_eq!(created.next(), off(6));
+    let appended = common::request(addr, hyper::Method::POST, "/v1/stream/r")
+        .text("router")
+        .send()
+        .await;
+    assert_eq!(appended.status, StatusCode::NO_CONTENT);
+    let read = common::request(addr, hyper::Method::GET, "/v1/stream/r")
+        .send()
+        .await;
+    assert_eq!(read.status, StatusCode::OK);
+    assert_eq!(read.text(), "hello router");
+    assert_eq!(read.h("access-control-allow-origin"), Some("*"));
+    assert_eq!(read.h("x-content-type-options"), Some("nosniff"));
+    let missing = common::request(addr, hyper::Method::GET, "/v1/stream/none")
+        .send()
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+
+    server.abort();
+    engine.shutdown().await;
+}

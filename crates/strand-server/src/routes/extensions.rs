@@ -200,10 +200,10 @@ async fn append_batch(
     body: Body,
 ) -> ApiResult {
     let producer = h::producer(headers).map_err(ApiError::bad_request)?;
-    let content_type = h::single(headers, "content-type")
+    let content_type = h::single(headers, &header::CONTENT_TYPE)
         .map_err(ApiError::bad_request)?
         .map(str::to_owned);
-    let minimal = h::text(headers, "prefer")
+    let minimal = h::text(headers, &h::PREFER)
         .map_err(ApiError::bad_request)?
         .is_some_and(|p| {
             p.split(',')
@@ -266,7 +266,7 @@ async fn append_batch(
         hs.insert(h::CLOSED, HeaderValue::from_static("true"));
     }
     if deduplicated {
-        hs.insert("stream-deduplicated", HeaderValue::from_static("true"));
+        hs.insert(h::DEDUPLICATED, HeaderValue::from_static("true"));
     }
     Ok(out)
 }
@@ -368,11 +368,11 @@ async fn snapshot(
     let offset = offset.as_deref().map(path_offset).transpose()?;
     match (method, offset) {
         (&Method::PUT, Some(snapshot_offset)) => {
-            let content_type = h::single(headers, "content-type")
+            let content_type = h::single(headers, &header::CONTENT_TYPE)
                 .map_err(ApiError::bad_request)?
                 .unwrap_or("application/octet-stream")
                 .to_owned();
-            let expected_digest = h::single(headers, h::SNAPSHOT_MATCH)
+            let expected_digest = h::single(headers, &h::SNAPSHOT_MATCH)
                 .map_err(ApiError::bad_request)?
                 .map(str::to_owned);
             let payload = read_limited(body, state.config.max_body_bytes).await?;
@@ -427,12 +427,12 @@ async fn snapshot(
             let mut out = (StatusCode::OK, Bytes::from(found.payload)).into_response();
             let hs = out.headers_mut();
             for (name, value) in [
-                ("content-type", found.content_type),
+                (header::CONTENT_TYPE, found.content_type),
                 (h::SNAPSHOT_OFFSET, offsets::render(found.offset)),
                 (h::SNAPSHOT_DIGEST, found.digest),
             ] {
                 if let Ok(v) = HeaderValue::from_str(&value) {
-                    hs.insert(header::HeaderName::from_static(name), v);
+                    hs.insert(name, v);
                 }
             }
             Ok(out)
@@ -529,7 +529,7 @@ async fn bootstrap(state: &AppState, id: BucketStreamId) -> ApiResult {
                 StreamResponse::Error { message, .. },
             ) if state.cold.is_some() => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message.clone())
-                    .with_header("retry-after", "1")
+                    .with_header(header::RETRY_AFTER, "1")
             }
             (Some(strand::StreamErrorCode::InvalidColdFlush), _) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -577,11 +577,11 @@ async fn bootstrap(state: &AppState, id: BucketStreamId) -> ApiResult {
     let hs = response.headers_mut();
     let content_type = format!("multipart/mixed; boundary={boundary}");
     for (name, value) in [
-        ("content-type", content_type),
+        (header::CONTENT_TYPE, content_type),
         (h::NEXT_OFFSET, offsets::render(plan.next_offset)),
     ] {
         if let Ok(v) = HeaderValue::from_str(&value) {
-            hs.insert(header::HeaderName::from_static(name), v);
+            hs.insert(name, v);
         }
     }
     if plan.up_to_date {

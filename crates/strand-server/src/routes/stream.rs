@@ -57,7 +57,7 @@ pub async fn handle(
             StatusCode::METHOD_NOT_ALLOWED,
             format!("method {method} is not allowed on a stream"),
         )
-        .with_header("allow", "GET, POST, PUT, DELETE, HEAD, OPTIONS")),
+        .with_header(header::ALLOW, "GET, POST, PUT, DELETE, HEAD, OPTIONS")),
     }
 }
 
@@ -86,7 +86,7 @@ fn json_body(body: &[u8], allow_empty: bool) -> Result<Bytes, ApiError> {
 }
 
 fn closed_flag(headers: &HeaderMap) -> Result<bool, ApiError> {
-    Ok(h::single(headers, h::CLOSED)
+    Ok(h::single(headers, &h::CLOSED)
         .map_err(ApiError::bad_request)?
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")))
 }
@@ -94,13 +94,13 @@ fn closed_flag(headers: &HeaderMap) -> Result<bool, ApiError> {
 /// A create's expiry headers, `(Stream-TTL, Stream-Expires-At)`: each
 /// well formed, and not both.
 fn expiry_headers(headers: &HeaderMap) -> Result<(Option<u64>, Option<u64>), ApiError> {
-    let ttl = match h::single(headers, h::TTL).map_err(ApiError::bad_request)? {
+    let ttl = match h::single(headers, &h::TTL).map_err(ApiError::bad_request)? {
         None => None,
         Some(v) => Some(parse_decimal(v).ok_or_else(|| {
             ApiError::bad_request("Stream-TTL must be a non-negative whole number of seconds")
         })?),
     };
-    let expires = match h::single(headers, h::EXPIRES_AT).map_err(ApiError::bad_request)? {
+    let expires = match h::single(headers, &h::EXPIRES_AT).map_err(ApiError::bad_request)? {
         None => None,
         Some(v) => Some(parse_rfc3339_ms(v.trim()).ok_or_else(|| {
             ApiError::bad_request("Stream-Expires-At must be an RFC 3339 timestamp")
@@ -116,7 +116,7 @@ fn expiry_headers(headers: &HeaderMap) -> Result<(Option<u64>, Option<u64>), Api
 
 /// A create's `Stream-Attrs`, a JSON attributes object.
 fn attrs_header(headers: &HeaderMap) -> Result<Option<strand::StreamAttrs>, ApiError> {
-    match h::single(headers, h::ATTRS).map_err(ApiError::bad_request)? {
+    match h::single(headers, &h::ATTRS).map_err(ApiError::bad_request)? {
         None => Ok(None),
         Some(v) => serde_json::from_str(v).map(Some).map_err(|e| {
             ApiError::bad_request(format!(
@@ -126,9 +126,9 @@ fn attrs_header(headers: &HeaderMap) -> Result<Option<strand::StreamAttrs>, ApiE
     }
 }
 
-fn set(headers: &mut HeaderMap, name: &'static str, value: impl AsRef<str>) {
+fn set(headers: &mut HeaderMap, name: header::HeaderName, value: impl AsRef<str>) {
     if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
-        headers.insert(header::HeaderName::from_static(name), v);
+        headers.insert(name, v);
     }
 }
 
@@ -146,10 +146,11 @@ async fn create(
             "Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From",
         ));
     }
-    let content_type = match h::single(headers, "content-type").map_err(ApiError::bad_request)? {
-        Some(ct) if well_formed_content_type(ct) => ct.trim().to_owned(),
-        _ => DEFAULT_CONTENT_TYPE.to_owned(),
-    };
+    let content_type =
+        match h::single(headers, &header::CONTENT_TYPE).map_err(ApiError::bad_request)? {
+            Some(ct) if well_formed_content_type(ct) => ct.trim().to_owned(),
+            _ => DEFAULT_CONTENT_TYPE.to_owned(),
+        };
     let (ttl, expires) = expiry_headers(headers)?;
     let closed = closed_flag(headers)?;
     let body = read_limited(body, state.config.max_body_bytes).await?;
@@ -158,7 +159,7 @@ async fn create(
     } else {
         body
     };
-    let stream_seq = h::single(headers, h::SEQ)
+    let stream_seq = h::single(headers, &h::SEQ)
         .map_err(ApiError::bad_request)?
         .map(str::to_owned);
     let attrs = attrs_header(headers)?;
@@ -209,13 +210,13 @@ fn created_response(
     };
     let mut out = status.into_response();
     let hs = out.headers_mut();
-    set(hs, "content-type", &content_type);
+    set(hs, header::CONTENT_TYPE, &content_type);
     set(hs, h::NEXT_OFFSET, offsets::render(next_offset));
     if closed {
         set(hs, h::CLOSED, "true");
     }
     if status == StatusCode::CREATED {
-        set(hs, "location", location(headers, &target.path));
+        set(hs, header::LOCATION, location(headers, &target.path));
     }
     Ok(out)
 }
@@ -227,7 +228,7 @@ async fn create_fork(
     headers: &HeaderMap,
     body: Body,
 ) -> ApiResult {
-    let from = h::single(headers, h::FORKED_FROM)
+    let from = h::single(headers, &h::FORKED_FROM)
         .map_err(ApiError::bad_request)?
         .unwrap_or_default();
     let source = crate::routes::stream_for_path(from, &state.config.default_bucket)?;
@@ -238,7 +239,7 @@ async fn create_fork(
         Some(&crate::routes::stream_name(&source)),
         crate::auth::Right::Read,
     )?;
-    let fork_offset = match h::single(headers, h::FORK_OFFSET).map_err(ApiError::bad_request)? {
+    let fork_offset = match h::single(headers, &h::FORK_OFFSET).map_err(ApiError::bad_request)? {
         None => None,
         Some(v) => Some(offsets::parse_position(v.trim()).map_err(|_| {
             ApiError::bad_request(
@@ -246,7 +247,7 @@ async fn create_fork(
             )
         })?),
     };
-    let sub_offset = match h::single(headers, h::FORK_SUB_OFFSET).map_err(ApiError::bad_request)? {
+    let sub_offset = match h::single(headers, &h::FORK_SUB_OFFSET).map_err(ApiError::bad_request)? {
         None => 0,
         Some(v) => parse_decimal(v.trim()).ok_or_else(|| {
             ApiError::bad_request(
@@ -259,10 +260,11 @@ async fn create_fork(
             "Stream-Fork-Sub-Offset needs Stream-Fork-Offset",
         ));
     }
-    let given_type = match h::single(headers, "content-type").map_err(ApiError::bad_request)? {
-        Some(ct) if well_formed_content_type(ct) => Some(ct.trim().to_owned()),
-        _ => None,
-    };
+    let given_type =
+        match h::single(headers, &header::CONTENT_TYPE).map_err(ApiError::bad_request)? {
+            Some(ct) if well_formed_content_type(ct) => Some(ct.trim().to_owned()),
+            _ => None,
+        };
     let (ttl, expires) = expiry_headers(headers)?;
     let closed = closed_flag(headers)?;
     let attrs = attrs_header(headers)?;
@@ -340,15 +342,15 @@ async fn append(
 ) -> ApiResult {
     let close = closed_flag(headers)?;
     let producer = h::producer(headers).map_err(ApiError::bad_request)?;
-    let stream_seq = h::single(headers, h::SEQ)
+    let stream_seq = h::single(headers, &h::SEQ)
         .map_err(ApiError::bad_request)?
         .map(str::to_owned);
-    let content_type = h::single(headers, "content-type")
+    let content_type = h::single(headers, &header::CONTENT_TYPE)
         .map_err(ApiError::bad_request)?
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty());
     let record_match =
-        match h::single(headers, h::RECORD_MATCH).map_err(ApiError::bad_request)? {
+        match h::single(headers, &h::RECORD_MATCH).map_err(ApiError::bad_request)? {
             None => None,
             Some(v) => Some(parse_decimal(v.trim()).ok_or_else(|| {
                 ApiError::bad_request("Stream-Record-Match must be a record number")
@@ -463,7 +465,7 @@ async fn mismatch_or(
 
 /// Headers describing a stream's metadata (HEAD, and beside reads).
 fn metadata_headers(hs: &mut HeaderMap, meta: &StreamMetadata) {
-    set(hs, "content-type", &meta.content_type);
+    set(hs, header::CONTENT_TYPE, &meta.content_type);
     set(hs, h::NEXT_OFFSET, offsets::render(meta.tail_offset));
     if meta.status == StreamStatus::Closed {
         set(hs, h::CLOSED, "true");
@@ -492,10 +494,10 @@ async fn head(state: &AppState, target: &StreamRequest) -> ApiResult {
     let mut out = StatusCode::OK.into_response();
     let hs = out.headers_mut();
     metadata_headers(hs, &meta);
-    set(hs, "cache-control", "no-store");
+    set(hs, header::CACHE_CONTROL, "no-store");
     set(
         hs,
-        "etag",
+        header::ETAG,
         etag(
             meta.tail_offset,
             meta.tail_offset,
@@ -559,7 +561,7 @@ async fn read(
     let closed_end = page.closed && page.up_to_date;
     let mut out = page.body.into_response_body(StatusCode::OK);
     let hs = out.headers_mut();
-    set(hs, "content-type", &page.content_type);
+    set(hs, header::CONTENT_TYPE, &page.content_type);
     set(hs, h::NEXT_OFFSET, offsets::render(page.next_offset));
     if page.up_to_date {
         set(hs, h::UP_TO_DATE, "true");
@@ -568,7 +570,7 @@ async fn read(
         set(hs, h::CLOSED, "true");
     }
     if from == ReadFrom::Tail {
-        set(hs, "cache-control", "no-store");
+        set(hs, header::CACHE_CONTROL, "no-store");
         return Ok(out);
     }
     let tag = etag(page.offset, page.next_offset, closed_end);
@@ -578,10 +580,10 @@ async fn read(
         .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
     if matches {
         let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
-        set(not_modified.headers_mut(), "etag", &tag);
+        set(not_modified.headers_mut(), header::ETAG, &tag);
         return Ok(not_modified);
     }
-    set(hs, "etag", &tag);
+    set(hs, header::ETAG, &tag);
     Ok(out)
 }
 
