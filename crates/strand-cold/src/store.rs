@@ -263,6 +263,8 @@ pub struct FaultyBackend {
     state: AtomicU64,
     down: AtomicBool,
     deletes_down: AtomicBool,
+    /// Puts still to turn into phantoms whatever the plan draws.
+    forced_phantoms: AtomicU64,
     /// What was injected so far.
     pub counts: FaultCounts,
 }
@@ -276,8 +278,23 @@ impl FaultyBackend {
             state: AtomicU64::new(seed),
             down: AtomicBool::new(false),
             deletes_down: AtomicBool::new(false),
+            forced_phantoms: AtomicU64::new(0),
             counts: FaultCounts::default(),
         }
+    }
+
+    /// Makes the next `n` puts that are not refused phantoms (stored, then
+    /// reported failed), beside those the plan draws at random: a test
+    /// that must exercise that path then does whatever the timing.
+    pub fn phantom_next_puts(&self, n: u64) {
+        self.forced_phantoms.store(n, Ordering::SeqCst);
+    }
+
+    /// Takes one forced phantom, if any is left.
+    fn take_forced_phantom(&self) -> bool {
+        self.forced_phantoms
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     /// Takes the store down (every operation fails) or brings it back.
@@ -336,7 +353,7 @@ impl ColdBackend for FaultyBackend {
             if self.refuse(self.plan.fail_put_ppm) {
                 return Err(self.fail("put", &name));
             }
-            let phantom = self.hit(self.plan.phantom_put_ppm);
+            let phantom = self.take_forced_phantom() || self.hit(self.plan.phantom_put_ppm);
             self.inner.put(&name, bytes).await?;
             if phantom {
                 self.counts.phantoms.fetch_add(1, Ordering::Relaxed);
@@ -456,5 +473,32 @@ mod tests {
             f.get_range("a", 0..1).await.unwrap(),
             Bytes::from_static(b"x")
         );
+    }
+
+    #[tokio::test]
+    async fn forced_phantoms_store_and_report_failure_once_each() {
+        let f = FaultyBackend::new(
+            Arc::new(ObjectStoreBackend::memory()),
+            FaultPlan::default(),
+            1,
+        );
+        f.phantom_next_puts(2);
+        // While down a put is refused before it stores: no phantom taken.
+        f.set_down(true);
+        assert!(f.put("refused", Bytes::from_static(b"r")).await.is_err());
+        f.set_down(false);
+        for name in ["p1", "p2"] {
+            assert!(f.put(name, Bytes::from_static(b"x")).await.is_err());
+        }
+        f.put("ok", Bytes::from_static(b"y")).await.unwrap();
+        assert_eq!(f.counts.phantoms.load(Ordering::Relaxed), 2);
+        let names: Vec<String> = f
+            .list("")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.name)
+            .collect();
+        assert_eq!(names, ["ok", "p1", "p2"]);
     }
 }
