@@ -390,11 +390,7 @@ fn step_tests(root: &Path) -> Result<(), String> {
     } else {
         Err(format!(
             "snapshot files no test reads (remove them, or restore their test): {}",
-            unreferenced
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            path_list(&unreferenced)
         ))
     }
 }
@@ -420,6 +416,15 @@ fn unreferenced_snapshots(root: &Path, references: &Path) -> Result<Vec<PathBuf>
             std::fs::canonicalize(path).map_or(true, |canonical| !referenced.contains(&canonical))
         })
         .collect())
+}
+
+/// `paths` as one comma-separated line for an error message.
+fn path_list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Every file under `dir` whose name ends with `suffix`, skipping `target`,
@@ -452,11 +457,7 @@ fn step_insta_pending(root: &Path) -> Result<(), String> {
     } else {
         Err(format!(
             "pending insta snapshots (review with `cargo insta review`): {}",
-            pending
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            path_list(&pending)
         ))
     }
 }

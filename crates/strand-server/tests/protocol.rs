@@ -684,7 +684,7 @@ async fn health_answers() {
 }
 
 /// `strand_server::app`, the routes as an axum `Router` for embedding,
-/// answers like the server itself (which calls the same dispatch without
+/// answers like the server itself (which calls the same `routes::serve` without
 /// a router): create, append, read, with the CORS headers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_app_router_serves_the_routes() {

@@ -24,21 +24,13 @@ use stream::StreamRequest;
 pub const DS_PREFIX: &str = "/v1/stream/";
 
 /// The server's routes as an axum [`Router`] (for embedding and tests).
-/// Every request goes through one dispatch function, which adds the CORS
+/// Every request goes through one function, [`serve`], which adds the CORS
 /// and security headers and writes the request log line, so no middleware
 /// layer boxes each request's future again.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .fallback(|State(state): State<AppState>, request: Request| serve(state, request))
         .with_state(state)
-}
-
-/// Answers one request: what [`router`]'s only handler does, and what the
-/// server's connections call directly (no router in between: the routes
-/// are matched here, so axum's path router, URL-parameter extraction and
-/// handler adapters only cost instructions).
-pub async fn serve(state: AppState, request: Request) -> Response {
-    dispatch(state, request).await
 }
 
 /// `GET /__strand/health`: 200 with the node's mode and, for a durable
@@ -190,7 +182,11 @@ async fn raft_batch(state: &AppState, request: Request) -> Response {
     }
 }
 
-async fn dispatch(state: AppState, request: Request) -> Response {
+/// Answers one request: what [`router`]'s only handler does, and what the
+/// server's connections call directly (no router in between: the routes
+/// are matched here, so axum's path router, URL-parameter extraction and
+/// handler adapters only cost instructions).
+pub async fn serve(state: AppState, request: Request) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
     let uri = request.uri().clone();
