@@ -323,7 +323,10 @@ async fn writes(
         "errors": errors.load(Ordering::Relaxed),
         "appends_per_s": (appends as f64 / elapsed).round(),
         "p50_ms": lat.percentile_ms(50.0),
+        "p90_ms": lat.percentile_ms(90.0),
         "p99_ms": lat.percentile_ms(99.0),
+        "p999_ms": lat.percentile_ms(99.9),
+        "max_ms": lat.percentile_ms(100.0),
         "server_cpu_us_per_append": cpu_per_op_us(cpu_before, cpu_after, appends),
         // The load tool's own CPU per request: on a machine it shares with
         // the server, it bounds how far a cheaper server can raise the rate.
