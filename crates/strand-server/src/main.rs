@@ -25,10 +25,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime(config.worker_threads) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("strand-server: cannot start the runtime: {e}");
@@ -36,6 +33,25 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(run(config))
+}
+
+/// The runtime for `--worker-threads` (0: one worker per CPU this process
+/// may use): a single worker runs on tokio's current-thread scheduler,
+/// whose run queue keeps every woken task in order; more run on the
+/// work-stealing scheduler.
+fn runtime(worker_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let workers = match worker_threads {
+        0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        n => n,
+    };
+    let mut builder = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(workers);
+        b
+    };
+    builder.enable_all().build()
 }
 
 async fn run(config: Config) -> ExitCode {

@@ -1,5 +1,6 @@
 //! The `strand-server` binary: its flags, its ready line, its health check,
-//! and a clean exit on SIGTERM with a live read open.
+//! a live read woken by an append, and a clean exit on SIGTERM with a live
+//! read open, on one worker thread and on several.
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -23,6 +24,7 @@ fn help_documents_every_flag() {
         "--max-read-bytes",
         "--max-live-readers",
         "--group-queue-depth",
+        "--worker-threads",
         "--sse-max-duration-ms",
         "--auth-secret-file",
         "--auth-jwks-file",
@@ -71,8 +73,30 @@ fn http(addr: &str, request: &str) -> String {
 
 #[test]
 fn serves_then_exits_cleanly_on_sigterm() {
+    serve_then_exit(&[], None);
+}
+
+#[test]
+fn one_worker_thread_serves_live_reads_and_exits_cleanly() {
+    // The current-thread scheduler: the main thread runs every task.
+    serve_then_exit(&["--worker-threads", "1"], Some(1));
+}
+
+#[test]
+fn two_worker_threads_serve_live_reads_and_exit_cleanly() {
+    // The main thread and two workers.
+    serve_then_exit(&["--worker-threads", "2"], Some(3));
+}
+
+/// Starts the binary with `extra` flags, creates a stream, has an append
+/// from another connection answer a parked long-poll, parks a second one
+/// and sends SIGTERM: the process exits 0 within 10 s and the parked read
+/// gets 204. With `threads`, the process has that many threads once it is
+/// ready (checked on Linux, from `/proc`).
+fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
     let mut child = Command::new(BIN)
         .args(["--listen", "127.0.0.1:0", "--long-poll-timeout-ms", "60000"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -87,6 +111,12 @@ fn serves_then_exits_cleanly_on_sigterm() {
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
     assert!(addr.starts_with("127.0.0.1:"));
+    if let (Some(threads), true) = (threads, cfg!(target_os = "linux")) {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+            .unwrap()
+            .count();
+        assert_eq!(tasks, threads, "threads of `strand-server {extra:?}`");
+    }
     let health = http(
         &addr,
         "GET /__strand/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
@@ -98,13 +128,34 @@ fn serves_then_exits_cleanly_on_sigterm() {
     );
     assert!(created.starts_with("HTTP/1.1 201"), "{created}");
 
+    // A long-poll at the tail, answered by an append from another
+    // connection while it waits.
+    let woken = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            http(
+                &addr,
+                "GET /v1/stream/s?offset=0000000000000000_0000000000000002&live=long-poll HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let appended = http(
+        &addr,
+        "POST /v1/stream/s HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nyou",
+    );
+    assert!(appended.starts_with("HTTP/1.1 204"), "{appended}");
+    let answer = woken.join().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\nyou"), "{answer}");
+
     // A long-poll that would wait a minute.
     let poller = {
         let addr = addr.clone();
         std::thread::spawn(move || {
             http(
                 &addr,
-                "GET /v1/stream/s?offset=0000000000000000_0000000000000002&live=long-poll HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                "GET /v1/stream/s?offset=0000000000000000_0000000000000005&live=long-poll HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
             )
         })
     };
