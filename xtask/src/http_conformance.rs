@@ -84,6 +84,36 @@ pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|no
 /// dependency tree a second time in release on a fresh checkout.
 static DEBUG_BUILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Set by `cargo xtask loadtest --pin`: the CPUs (a `taskset -c` list) on
+/// which every server this process starts runs; unset, the kernel places
+/// them. A server started pinned sizes its thread pools to those CPUs.
+static SERVER_CPUS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Runs every server started from now on on `cpus` (a `taskset -c` list).
+pub(crate) fn pin_servers(cpus: String) -> Result<(), String> {
+    SERVER_CPUS
+        .set(cpus)
+        .map_err(|_| "the servers' CPUs are already set".to_owned())
+}
+
+/// A command that runs `program` on `cpus` when given (through `taskset`,
+/// which execs it, so the child's process id is the program's), or plainly.
+pub(crate) fn command_on(cpus: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match cpus {
+        Some(cpus) => {
+            let mut cmd = Command::new("taskset");
+            cmd.arg("-c").arg(cpus).arg(program);
+            cmd
+        }
+        None => Command::new(program),
+    }
+}
+
+/// A command that starts the server `program`, on the pinned CPUs if any.
+pub(crate) fn server_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    command_on(SERVER_CPUS.get().map(String::as_str), program)
+}
+
 /// Builds the `strand-server` binary the run uses and returns its path:
 /// `cargo build --release -p strand-server`, or with `--debug-build`
 /// `cargo test --workspace --no-run` (the tests step's own build, so nothing
@@ -349,7 +379,7 @@ pub(crate) fn start_strand(
     extra: &[String],
 ) -> Result<ServerGuard, String> {
     let binary = build_strand(root)?;
-    let mut cmd = Command::new(&binary);
+    let mut cmd = server_command(&binary);
     cmd.current_dir(root).args([
         "--listen",
         "127.0.0.1:0",
@@ -453,7 +483,7 @@ fn spawn_cluster_node(
     long_poll_ms: u64,
     extra: &[String],
 ) -> Result<ServerGuard, String> {
-    let mut cmd = Command::new(strand_binary(root));
+    let mut cmd = server_command(strand_binary(root));
     cmd.current_dir(root)
         .args(cluster_node_args(work, ports, id, long_poll_ms)?)
         .args(extra);
@@ -500,7 +530,7 @@ pub(crate) fn start_node(
     long_poll_ms: u64,
     log: PathBuf,
 ) -> Result<ServerGuard, String> {
-    let mut cmd = Command::new("node");
+    let mut cmd = server_command("node");
     cmd.current_dir(work)
         .arg("node-server.mjs")
         .env("LONG_POLL_TIMEOUT_MS", long_poll_ms.to_string())

@@ -14,6 +14,11 @@
 //! leader); `--cluster-leader` the same cluster with every writer on the
 //! node that leads the most groups (node 1 initializes the groups and
 //! usually leads them all). `--only TEXT` runs the scenarios whose name contains TEXT.
+//! `--pin` runs every server on the last CPU this process may use and the
+//! load tool on the others (`taskset`, Linux), so that the load tool cannot
+//! take the server's CPU time: throughput is then what one core of server
+//! gives, where unpinned both share every core and the load tool's own cost
+//! caps the rate.
 //! The write scenarios also show the durable nodes' group commit,
 //! measured by their log counters (`GET /__strand/health`): log entries
 //! per fsync and the mean fsync time, over every node.
@@ -22,15 +27,15 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::http_conformance::{
-    ServerGuard, log_tail, loopback_addr, prepare_packages, start_node, start_strand,
-    start_strand_cluster, status_of, target_dir,
+    ServerGuard, command_on, log_tail, loopback_addr, pin_servers, prepare_packages,
+    server_command, start_node, start_strand, start_strand_cluster, status_of, target_dir,
 };
 use crate::{cargo, run};
 
@@ -41,7 +46,7 @@ const PEER_VERSION: &str = "0.3.0";
 const LONG_POLL_MS: u64 = 30_000;
 
 /// Usage of the task.
-pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--only TEXT]";
+pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--only TEXT] [--pin]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
@@ -173,7 +178,7 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
 /// `cargo xtask loadtest ARGS`.
 pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     let (mut compare, mut quick, mut durable, mut no_fsync) = (false, false, false, false);
-    let (mut cluster, mut cluster_leader) = (false, false);
+    let (mut cluster, mut cluster_leader, mut pin) = (false, false, false);
     let mut only: Option<String> = None;
     let mut args = args.iter();
     while let Some(a) = args.next() {
@@ -184,6 +189,7 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
             "--fsync-never" => no_fsync = true,
             "--cluster" => cluster = true,
             "--cluster-leader" => cluster_leader = true,
+            "--pin" => pin = true,
             "--only" => {
                 only = Some(
                     args.next()
@@ -204,6 +210,14 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
         "strand-bench",
     ]);
     run(build)?;
+    let load_cpus = if pin {
+        let (servers, load) = pinned_cpus()?;
+        println!("xtask: servers on CPU {servers}, the load tool on CPUs {load}");
+        pin_servers(servers)?;
+        Some(load)
+    } else {
+        None
+    };
     let work = target_dir(root).join("loadtest");
     fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let mut targets = vec![Target::Strand];
@@ -239,7 +253,13 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
             println!("==> {} against {}", scenario.name, target.label());
             let mut servers = start(root, *target, &work)?;
             let outcome = match load_targets(*target, &servers) {
-                Ok(load) => run_bench(&bench, &servers, &load, &scenario.args),
+                Ok(load) => run_bench(
+                    &bench,
+                    load_cpus.as_deref(),
+                    &servers,
+                    &load,
+                    &scenario.args,
+                ),
                 Err(e) => Err(e),
             };
             for server in &mut servers {
@@ -371,13 +391,57 @@ fn get_json(addr: std::net::SocketAddr, path: &str) -> Result<Value, String> {
     serde_json::from_slice(&raw[split + 4..]).map_err(|e| format!("GET {path}: not JSON: {e}"))
 }
 
+/// For `--pin`: the CPU the servers run on (the last one this process may
+/// use, from `Cpus_allowed_list` in `/proc/self/status`) and the list of
+/// the others, for the load tool, both as `taskset -c` lists.
+fn pinned_cpus() -> Result<(String, String), String> {
+    let status = fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("--pin needs Linux's /proc/self/status: {e}"))?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .ok_or("--pin: /proc/self/status has no Cpus_allowed_list")?;
+    let cpus = parse_cpu_list(list.trim())?;
+    match cpus.split_last() {
+        Some((last, rest)) if !rest.is_empty() => {
+            let others: Vec<String> = rest.iter().map(u32::to_string).collect();
+            Ok((last.to_string(), others.join(",")))
+        }
+        _ => Err(format!(
+            "--pin needs at least two CPUs; this process may use `{}`",
+            list.trim()
+        )),
+    }
+}
+
+/// The CPUs of a kernel CPU list such as `0-3,8,10-11`, in order.
+fn parse_cpu_list(list: &str) -> Result<Vec<u32>, String> {
+    let bad = || format!("not a CPU list: `{list}`");
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>(), b.parse::<u32>()),
+            None => (part.parse::<u32>(), part.parse::<u32>()),
+        };
+        let (first, last) = (first.map_err(|_| bad())?, last.map_err(|_| bad())?);
+        if first > last || last - first > 4096 {
+            return Err(bad());
+        }
+        cpus.extend(first..=last);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
 fn run_bench(
     bench: &Path,
+    cpus: Option<&str>,
     servers: &[ServerGuard],
     (load, stats): &(Vec<String>, Vec<String>),
     args: &[String],
 ) -> Result<Value, String> {
-    let mut cmd = Command::new(bench);
+    let mut cmd = command_on(cpus, bench);
     for url in load {
         cmd.arg("--url").arg(url);
     }
@@ -444,7 +508,7 @@ fn start_peer(root: &Path, work: &Path) -> Result<ServerGuard, String> {
     let file =
         fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
     let err = file.try_clone().map_err(|e| e.to_string())?;
-    let child = Command::new(peer_binary(root))
+    let child = server_command(peer_binary(root))
         .env("DS_SERVER__BIND_ADDRESS", format!("127.0.0.1:{port}"))
         .env("DS_STORAGE__MODE", "memory")
         .env("DS_TRANSPORT__MODE", "http")
@@ -568,6 +632,26 @@ fn print_table(
                 row.push_str(&format!(" {:>17} |", ratio));
             }
             println!("{row}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cpu_list;
+
+    #[test]
+    fn cpu_lists_parse_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0-1"), Ok(vec![0, 1]));
+        assert_eq!(parse_cpu_list("0"), Ok(vec![0]));
+        assert_eq!(parse_cpu_list("8,0-2,10-11"), Ok(vec![0, 1, 2, 8, 10, 11]));
+        assert_eq!(parse_cpu_list("1,1"), Ok(vec![1]));
+    }
+
+    #[test]
+    fn malformed_cpu_lists_are_errors() {
+        for bad in ["x", "3-1", "0-", "-2", "0-99999", "1;2"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad} parsed");
         }
     }
 }
