@@ -71,6 +71,18 @@ fn http(addr: &str, request: &str) -> String {
     out
 }
 
+/// Starts a long-poll of stream `s` at `offset` on its own thread and gives
+/// it 200 ms to park; the handle yields the whole response.
+fn long_poll(addr: &str, offset: &str) -> std::thread::JoinHandle<String> {
+    let addr = addr.to_owned();
+    let request = format!(
+        "GET /v1/stream/s?offset={offset}&live=long-poll HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let handle = std::thread::spawn(move || http(&addr, &request));
+    std::thread::sleep(Duration::from_millis(200));
+    handle
+}
+
 #[test]
 fn serves_then_exits_cleanly_on_sigterm() {
     serve_then_exit(&[], None);
@@ -130,16 +142,7 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
 
     // A long-poll at the tail, answered by an append from another
     // connection while it waits.
-    let woken = {
-        let addr = addr.clone();
-        std::thread::spawn(move || {
-            http(
-                &addr,
-                "GET /v1/stream/s?offset=0000000000000000_0000000000000002&live=long-poll HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-            )
-        })
-    };
-    std::thread::sleep(Duration::from_millis(200));
+    let woken = long_poll(&addr, "0000000000000000_0000000000000002");
     let appended = http(
         &addr,
         "POST /v1/stream/s HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nyou",
@@ -150,16 +153,7 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
     assert!(answer.ends_with("\r\n\r\nyou"), "{answer}");
 
     // A long-poll that would wait a minute.
-    let poller = {
-        let addr = addr.clone();
-        std::thread::spawn(move || {
-            http(
-                &addr,
-                "GET /v1/stream/s?offset=0000000000000000_0000000000000005&live=long-poll HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-            )
-        })
-    };
-    std::thread::sleep(Duration::from_millis(200));
+    let poller = long_poll(&addr, "0000000000000000_0000000000000005");
     let pid = child.id().to_string();
     assert!(
         Command::new("kill")
