@@ -71,17 +71,6 @@ fn http(addr: &str, request: &str) -> String {
     out
 }
 
-/// A child process killed (and reaped) when dropped, so that a failing
-/// assertion leaves no server running.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts a long-poll of stream `s` at `offset` on its own thread and gives
 /// it 200 ms to park; the handle yields the whole response.
 fn long_poll(addr: &str, offset: &str) -> std::thread::JoinHandle<String> {
@@ -117,17 +106,21 @@ fn two_worker_threads_serve_live_reads_and_exit_cleanly() {
 /// gets 204. With `threads`, the process has that many threads once it is
 /// ready (checked on Linux, from `/proc`).
 fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
-    let mut child = KillOnDrop(
-        Command::new(BIN)
+    // Held by `process::Server`, whose drop kills and reaps it if an
+    // assertion fails; its address is filled in from the ready line.
+    let mut server = crate::process::Server {
+        child: Command::new(BIN)
             .args(["--listen", "127.0.0.1:0", "--long-poll-timeout-ms", "60000"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
-    );
+        addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    let child = &mut server.child;
     let mut line = String::new();
-    BufReader::new(child.0.stdout.take().unwrap())
+    BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     let addr = line
@@ -136,8 +129,10 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
     assert!(addr.starts_with("127.0.0.1:"));
+    server.addr = addr.parse().unwrap();
+    let child = &mut server.child;
     if let (Some(threads), true) = (threads, cfg!(target_os = "linux")) {
-        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.0.id()))
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id()))
             .unwrap()
             .count();
         assert_eq!(tasks, threads, "threads of `strand-server {extra:?}`");
@@ -167,7 +162,7 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
 
     // A long-poll that would wait a minute.
     let poller = long_poll(&addr, "0000000000000000_0000000000000005");
-    let pid = child.0.id().to_string();
+    let pid = child.id().to_string();
     assert!(
         Command::new("kill")
             .args(["-TERM", &pid])
@@ -177,7 +172,7 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
     );
     let started = Instant::now();
     let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
+        if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         assert!(
