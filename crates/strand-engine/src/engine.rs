@@ -91,6 +91,26 @@ pub enum EngineError {
     Unavailable,
 }
 
+/// A command sent to every group ([`Engine::apply_all`]) that one group
+/// did not take: the groups before it applied it, the groups after it were
+/// not asked, and the failed group's own outcome is unknown when its log
+/// did not confirm the command ([`EngineError::Unavailable`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "the command was applied in {} of {groups} groups: group {group} did not take it ({error})",
+    applied.len()
+)]
+pub struct FanOutError {
+    /// The answers of groups `0..group`, which applied the command.
+    pub applied: Vec<StreamResponse>,
+    /// The group that failed.
+    pub group: usize,
+    /// How many groups the node has.
+    pub groups: usize,
+    /// Why the group failed.
+    pub error: EngineError,
+}
+
 /// What a live-read wait ended with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WaitOutcome {
@@ -398,18 +418,31 @@ impl Engine {
     }
 
     /// Applies a command in every group, in group order (bucket-wide
-    /// commands: create, quota, purge).
+    /// commands: create, quota, purge), and stops at the first group that
+    /// does not take it: the error then says which groups applied it.
+    ///
+    /// # Errors
+    /// A [`FanOutError`] naming the group that failed, with the answers of
+    /// the groups before it (which did apply the command).
     pub async fn apply_all(
         &self,
         command: StreamCommand,
-    ) -> Result<Vec<StreamResponse>, EngineError> {
-        let mut out = Vec::with_capacity(self.inner.groups.len());
-        for group in 0..self.inner.groups.len() {
+    ) -> Result<Vec<StreamResponse>, FanOutError> {
+        let groups = self.inner.groups.len();
+        let mut out = Vec::with_capacity(groups);
+        for group in 0..groups {
             let command = command.clone();
-            out.push(
-                self.call(group, |reply| Op::Apply { command, reply })
-                    .await?,
-            );
+            match self.call(group, |reply| Op::Apply { command, reply }).await {
+                Ok(response) => out.push(response),
+                Err(error) => {
+                    return Err(FanOutError {
+                        applied: out,
+                        group,
+                        groups,
+                        error,
+                    });
+                }
+            }
         }
         Ok(out)
     }

@@ -29,8 +29,8 @@ mod waiters;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{
-    ColdRead, ColdReader, Engine, EngineConfig, EngineError, Subscription, WaitOutcome,
-    WaiterPermit,
+    ColdRead, ColdReader, Engine, EngineConfig, EngineError, FanOutError, Subscription,
+    WaitOutcome, WaiterPermit,
 };
 pub use forks::{ForkRequest, MAX_FORK_DEPTH};
 pub use group::{media_type, same_media_type};

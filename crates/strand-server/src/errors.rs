@@ -5,7 +5,7 @@
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use strand::{StreamErrorCode, StreamErrorContext, StreamResponse};
-use strand_engine::EngineError;
+use strand_engine::{EngineError, FanOutError};
 
 use crate::headers as h;
 use crate::offsets;
@@ -145,6 +145,19 @@ impl From<EngineError> for ApiError {
             }
             EngineError::Shutdown => Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string()),
         }
+    }
+}
+
+impl From<FanOutError> for ApiError {
+    /// 503 with `Retry-After: 1`, saying which groups applied the command;
+    /// the commands sent to every group (bucket create, quota, purge) are
+    /// safe to repeat, and repeating one finishes it.
+    fn from(error: FanOutError) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{error}; repeat the request to finish it"),
+        )
+        .with_header(header::RETRY_AFTER, "1")
     }
 }
 

@@ -6,7 +6,7 @@ use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use strand::{StreamCommand, StreamResponse};
+use strand::{StreamCommand, StreamErrorCode, StreamResponse};
 
 use crate::body::read_limited;
 use crate::errors::{ApiError, Layout};
@@ -59,6 +59,107 @@ pub async fn integrity(
     }
 }
 
+/// Refuses a bucket id the machine would refuse, before a command goes to
+/// any group.
+fn valid_bucket(bucket: &str) -> Result<(), ApiError> {
+    strand::validate_bucket_id(bucket)
+        .map_err(|e| ApiError::bad_request(format!("bucket id {bucket:?}: {e}")))
+}
+
+/// `DELETE /__strand/purge/{bucket}`: removes every stream of the bucket
+/// and fences its id for good, in every group — also in the groups where
+/// the bucket never had a stream, so no later create anywhere revives it.
+/// 404 (nothing changed) when no group knows the bucket; 409 (nothing
+/// changed) for the bucket behind the protocol mount, whose fence would
+/// refuse every later create under `/v1/stream/` (docs/profiles.md).
+async fn purge(state: &AppState, bucket: &str) -> Result<Response, ApiError> {
+    valid_bucket(bucket)?;
+    if bucket == state.config.default_bucket {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "bucket '{bucket}' holds the streams of the protocol mount (/v1/stream/): \
+                 purging it would erase its id for good and refuse every later create there; \
+                 delete its streams one by one instead"
+            ),
+        ));
+    }
+    let purge = StreamCommand::PurgeBucket {
+        bucket_id: bucket.to_owned(),
+    };
+    let responses = state.engine.apply_all(purge.clone()).await?;
+    let not_found = |r: &StreamResponse| {
+        matches!(
+            r,
+            StreamResponse::Error {
+                code: StreamErrorCode::BucketNotFound,
+                ..
+            }
+        )
+    };
+    if responses.iter().all(not_found)
+        && let Some(first) = responses.first()
+    {
+        return Err(ApiError::from_machine(first, Layout::Bucketed));
+    }
+    let mut report = PurgeReport {
+        bucket_id: bucket.to_owned(),
+        removed_streams: 0,
+        pending_cold_gc_entries: 0,
+    };
+    for (group, response) in responses.iter().enumerate() {
+        let response = if not_found(response) {
+            // The bucket exists elsewhere: fence it here too. Creating it
+            // first lets the purge take (the corrected profile refuses to
+            // purge a bucket a group never knew).
+            let create = StreamCommand::CreateBucket {
+                bucket_id: bucket.to_owned(),
+            };
+            let created = state
+                .engine
+                .apply_in_group(group, create)
+                .await
+                .map_err(|e| partial(group, &report, &e))?;
+            if created.is_error() {
+                return Err(ApiError::from_machine(&created, Layout::Bucketed));
+            }
+            state
+                .engine
+                .apply_in_group(group, purge.clone())
+                .await
+                .map_err(|e| partial(group, &report, &e))?
+        } else {
+            response.clone()
+        };
+        match response {
+            StreamResponse::BucketPurged {
+                removed_streams,
+                pending_cold_gc_entries,
+                ..
+            } => {
+                report.removed_streams += removed_streams;
+                report.pending_cold_gc_entries += pending_cold_gc_entries;
+            }
+            other => return Err(ApiError::from_machine(&other, Layout::Bucketed)),
+        }
+    }
+    Ok(json(StatusCode::OK, &report))
+}
+
+/// A purge that stopped at `group` while fencing the groups that did not
+/// know the bucket: 503, saying how far it went (repeating it finishes).
+fn partial(group: usize, report: &PurgeReport, error: &strand_engine::EngineError) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "bucket '{}' was purged in some groups ({} streams removed) but group {group} did not \
+             take the purge ({error}); repeat the request to finish it",
+            report.bucket_id, report.removed_streams
+        ),
+    )
+    .with_header(header::RETRY_AFTER, "1")
+}
+
 /// Serves `/__strand/{rest…}`.
 pub async fn handle(
     state: &AppState,
@@ -74,6 +175,7 @@ pub async fn handle(
             )),
         },
         (&Method::PUT, [kind, bucket]) if kind == "quota" => {
+            valid_bucket(bucket)?;
             let bytes = read_limited(body, 64 * 1024).await?;
             let quota: QuotaBody = serde_json::from_slice(&bytes)
                 .map_err(|e| ApiError::bad_request(format!("invalid quota body: {e}")))?;
@@ -85,10 +187,10 @@ pub async fn handle(
                     max_retained_bytes: quota.max_retained_bytes,
                 })
                 .await?;
-            if responses.iter().all(StreamResponse::is_error)
-                && let Some(first) = responses.first()
-            {
-                return Err(ApiError::from_machine(first, Layout::Bucketed));
+            // The machine refuses a quota only for a bad or erased bucket,
+            // alike in every group (a purge fences all of them).
+            if let Some(error) = responses.iter().find(|r| r.is_error()) {
+                return Err(ApiError::from_machine(error, Layout::Bucketed));
             }
             Ok(StatusCode::NO_CONTENT.into_response())
         }
@@ -98,33 +200,7 @@ pub async fn handle(
                 None => Err(ApiError::not_found(format!("bucket '{bucket}' not found"))),
             }
         }
-        (&Method::DELETE, [kind, bucket]) if kind == "purge" => {
-            let responses = state
-                .engine
-                .apply_all(StreamCommand::PurgeBucket {
-                    bucket_id: bucket.clone(),
-                })
-                .await?;
-            let mut report = PurgeReport {
-                bucket_id: bucket.clone(),
-                removed_streams: 0,
-                pending_cold_gc_entries: 0,
-            };
-            for response in &responses {
-                match response {
-                    StreamResponse::BucketPurged {
-                        removed_streams,
-                        pending_cold_gc_entries,
-                        ..
-                    } => {
-                        report.removed_streams += removed_streams;
-                        report.pending_cold_gc_entries += pending_cold_gc_entries;
-                    }
-                    other => return Err(ApiError::from_machine(other, Layout::Bucketed)),
-                }
-            }
-            Ok(json(StatusCode::OK, &report))
-        }
+        (&Method::DELETE, [kind, bucket]) if kind == "purge" => purge(state, bucket).await,
         _ => Err(ApiError::not_found("no such admin route")),
     }
 }
