@@ -107,9 +107,34 @@ pub struct Config {
     /// Require client certificates signed by this CA (PEM).
     #[arg(long)]
     pub tls_client_ca: Option<PathBuf>,
-    /// Most concurrent connections; further ones are closed at once.
+    /// Most concurrent connections; further ones are closed at once (and
+    /// the refusals logged, at most once a second).
     #[arg(long, default_value_t = 20_000)]
     pub max_connections: usize,
+    /// A request head must arrive whole within this many milliseconds of
+    /// its first byte, or the connection is closed.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_head_timeout_ms: u64,
+    /// A request body may pause this many milliseconds between bytes
+    /// before the connection is closed (an upload that keeps making
+    /// progress is never cut).
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_ms: u64,
+    /// A response write may wait this many milliseconds for the client to
+    /// read before the connection is closed.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub send_timeout_ms: u64,
+    /// A connection with no request in progress is closed after this many
+    /// milliseconds (a long-poll or SSE response in progress is not idle).
+    #[arg(long, default_value_t = 90_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_ms: u64,
+    /// Serve the operator routes (`/__strand/purge`, `quota`, `usage`,
+    /// `cold`) on this second address as well. Without authentication it
+    /// must be a loopback address, and it is the only place they are
+    /// served; with authentication they need a token with the admin right
+    /// on either listener.
+    #[arg(long)]
+    pub admin_listen: Option<SocketAddr>,
     /// Serve a non-loopback address without authentication, deliberately
     /// (silences the startup warning).
     #[arg(long)]
@@ -297,6 +322,32 @@ impl Config {
             ));
         }
         Ok(Some(token.to_owned()))
+    }
+
+    /// The connection timeouts (`crate::conn`).
+    pub fn timeouts(&self) -> crate::conn::Timeouts {
+        crate::conn::Timeouts {
+            head: Duration::from_millis(self.request_head_timeout_ms.max(1)),
+            body: Duration::from_millis(self.body_timeout_ms.max(1)),
+            send: Duration::from_millis(self.send_timeout_ms.max(1)),
+            idle: Duration::from_millis(self.idle_timeout_ms.max(1)),
+        }
+    }
+
+    /// Refuses an `--admin-listen` address that would open the operator
+    /// routes to the network: without authentication it must be loopback.
+    ///
+    /// # Errors
+    /// The message for the operator.
+    pub fn check_admin_listen(&self, auth_on: bool) -> Result<(), String> {
+        match self.admin_listen {
+            Some(addr) if !auth_on && !addr.ip().is_loopback() => Err(format!(
+                "--admin-listen {addr}: without authentication the admin listener must be a \
+                 loopback address (anyone who reaches it may purge every bucket); turn \
+                 authentication on (--auth-secret-file or --auth-jwks-file) to serve it elsewhere"
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The long-poll timeout.

@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod body;
 pub mod config;
+pub mod conn;
 pub mod cors;
 pub mod errors;
 pub mod headers;
@@ -91,6 +92,7 @@ fn app_state(
         origins: Arc::new(origins),
         config,
         cold,
+        plane: state::Plane::Client,
     }
 }
 
@@ -175,42 +177,65 @@ pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// Serves on `listener` until `signal` completes: then stops accepting,
+/// The sockets a server accepts connections on: the client listener
+/// (every route) and, with `--admin-listen`, the admin listener (the
+/// operator routes and health only).
+#[derive(Debug)]
+pub struct Listeners {
+    /// Where clients connect.
+    pub client: TcpListener,
+    /// Where operators connect, if a second listener is configured.
+    pub admin: Option<TcpListener>,
+}
+
+impl From<TcpListener> for Listeners {
+    fn from(client: TcpListener) -> Self {
+        Self {
+            client,
+            admin: None,
+        }
+    }
+}
+
+/// Serves on `listeners` until `signal` completes: then stops accepting,
 /// ends live reads, lets in-flight requests finish, and stops the engine.
 pub async fn serve(
     config: Config,
-    listener: TcpListener,
+    listeners: impl Into<Listeners>,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let engine = start_engine(&config).await.map_err(std::io::Error::other)?;
-    serve_with_engine(config, listener, engine, signal).await
+    serve_with_engine(config, listeners, engine, signal).await
 }
 
 /// [`serve`] with an engine the caller built (tests inject a clock); the
 /// cold tier is the one the configuration asks for.
 pub async fn serve_with_engine(
     config: Config,
-    listener: TcpListener,
+    listeners: impl Into<Listeners>,
     engine: Engine,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let cold = config.cold_tier().map_err(std::io::Error::other)?;
-    serve_with_cold(config, listener, engine, cold, signal).await
+    serve_with_cold(config, listeners, engine, cold, signal).await
 }
 
 /// [`serve_with_engine`] with a cold tier the caller built (tests wrap
 /// its backend): its workers run beside the engine while the server does.
 pub async fn serve_with_cold(
     config: Config,
-    listener: TcpListener,
+    listeners: impl Into<Listeners>,
     engine: Engine,
     cold: Option<strand_cold::ColdTier>,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let listeners = listeners.into();
     let verifier = config.verifier().map_err(std::io::Error::other)?;
+    config
+        .check_admin_listen(verifier.is_some())
+        .map_err(std::io::Error::other)?;
     let cluster_token = config.cluster_token().map_err(std::io::Error::other)?;
     let tls = tls::acceptor(&config).map_err(std::io::Error::other)?;
-    let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let (stop_tx, stop_rx) = watch::channel(false);
     let workers = cold.as_ref().map(|c| c.start(&engine));
     let state = app_state(
@@ -221,72 +246,159 @@ pub async fn serve_with_cold(
         cold,
         cluster_token,
     );
-    let graceful = GracefulShutdown::new();
+    let acceptor = Acceptor {
+        connections: Arc::new(tokio::sync::Semaphore::new(
+            state.config.max_connections.max(1),
+        )),
+        refusals: Arc::new(RefusalLog::default()),
+        graceful: GracefulShutdown::new(),
+        tls,
+        timeouts: state.config.timeouts(),
+    };
+    let mut admin_state = state.clone();
+    admin_state.plane = state::Plane::Admin;
     let mut signal = std::pin::pin!(signal);
-    loop {
-        let (stream, _peer) = tokio::select! {
-            () = &mut signal => break,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
+    {
+        let client = acceptor.accept_loop(listeners.client, state);
+        let admin = async {
+            match listeners.admin {
+                Some(listener) => acceptor.accept_loop(listener, admin_state).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = &mut signal => {}
+            () = client => {}
+            () = admin => {}
+        }
+    }
+    // Stop accepting (the listeners are gone), end live reads, let
+    // in-flight requests finish, then stop the groups.
+    let _ = stop_tx.send(true);
+    acceptor.graceful.shutdown().await;
+    if let Some(workers) = workers {
+        workers.stop().await;
+    }
+    engine.shutdown().await;
+    Ok(())
+}
+
+/// What the accept loops of one server share.
+struct Acceptor {
+    connections: Arc<tokio::sync::Semaphore>,
+    refusals: Arc<RefusalLog>,
+    graceful: GracefulShutdown,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    timeouts: conn::Timeouts,
+}
+
+/// Counts connections refused at the connection limit and logs them at
+/// most once a second.
+#[derive(Default)]
+struct RefusalLog {
+    refused: std::sync::atomic::AtomicU64,
+    last_log: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl RefusalLog {
+    fn refused(&self, limit: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.refused.fetch_add(1, Relaxed);
+        let Ok(mut last) = self.last_log.lock() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
+            return;
+        }
+        *last = Some(now);
+        let count = self.refused.swap(0, Relaxed);
+        tracing::warn!(
+            limit,
+            refused = count,
+            "connection limit reached (--max-connections); closing new connections"
+        );
+    }
+}
+
+impl Acceptor {
+    /// Accepts connections on `listener` and serves each with `state` until
+    /// the future is dropped.
+    async fn accept_loop(&self, listener: TcpListener, state: AppState) {
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _peer)) => stream,
                 Err(e) => {
                     // Out of descriptors and the like: back off, go on.
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 }
-            },
-        };
-        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
-            tracing::warn!("connection limit reached; closing a new connection");
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        // The routes are matched in `routes::serve`; a hyper service
-        // calls it straight, with no axum router in between.
-        let state = state.clone();
-        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            let state = state.clone();
-            async move {
-                Ok::<_, Infallible>(routes::serve(state, request.map(axum::body::Body::new)).await)
-            }
-        });
-        let watcher = graceful.watcher();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            let builder = AutoBuilder::new(TokioExecutor::new());
-            let result = match tls {
-                None => {
-                    let conn =
-                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    watcher.watch(conn.into_owned()).await
-                }
-                Some(acceptor) => match acceptor.accept(stream).await {
-                    Ok(tls_stream) => {
-                        let conn = builder
-                            .serve_connection_with_upgrades(TokioIo::new(tls_stream), service);
-                        watcher.watch(conn.into_owned()).await
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "TLS handshake failed");
-                        Ok(())
-                    }
-                },
             };
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
-            drop(permit);
-        });
+            let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
+                self.refusals.refused(state.config.max_connections);
+                drop(stream);
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let watch = conn::Watch::new();
+            let io = conn::WatchedIo::new(stream, Arc::clone(&watch), permit);
+            // The routes are matched in `routes::serve`; a hyper service
+            // calls it straight, with no axum router in between.
+            let state = state.clone();
+            let service_watch = Arc::clone(&watch);
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let state = state.clone();
+                let guard = service_watch.request();
+                let request = request.map(|body| {
+                    axum::body::Body::new(conn::TrackedBody::new(body, &service_watch))
+                });
+                async move {
+                    let response = routes::serve(state, request).await;
+                    Ok::<_, Infallible>(response.map(|body| conn::Guarded::new(body, guard)))
+                }
+            });
+            let watcher = self.graceful.watcher();
+            let tls = self.tls.clone();
+            let timeouts = self.timeouts;
+            tokio::spawn(async move {
+                let mut builder = AutoBuilder::new(TokioExecutor::new());
+                // A client that shuts its side after sending a request
+                // still gets the answer.
+                builder.http1().half_close(true);
+                let served = async {
+                    match tls {
+                        None => {
+                            let conn =
+                                builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+                            watcher.watch(conn.into_owned()).await
+                        }
+                        Some(acceptor) => match acceptor.accept(io).await {
+                            Ok(tls_stream) => {
+                                let conn = builder.serve_connection_with_upgrades(
+                                    TokioIo::new(tls_stream),
+                                    service,
+                                );
+                                watcher.watch(conn.into_owned()).await
+                            }
+                            Err(e) => {
+                                tracing::debug!(error = %e, "TLS handshake failed");
+                                Ok(())
+                            }
+                        },
+                    }
+                };
+                tokio::select! {
+                    result = served => {
+                        if let Err(e) = result {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                    }
+                    why = watch.expired(timeouts) => {
+                        tracing::debug!(reason = why.as_str(), "connection closed");
+                    }
+                }
+            });
+        }
     }
-    // Stop accepting (the listener goes), end live reads, let in-flight
-    // requests finish, then stop the groups.
-    drop(listener);
-    let _ = stop_tx.send(true);
-    graceful.shutdown().await;
-    if let Some(workers) = workers {
-        workers.stop().await;
-    }
-    engine.shutdown().await;
-    Ok(())
 }

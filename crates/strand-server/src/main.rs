@@ -84,6 +84,10 @@ async fn run(config: Config) -> ExitCode {
         eprintln!("strand-server: {e}");
         return ExitCode::from(2);
     }
+    if let Err(e) = config.check_admin_listen(auth_on) {
+        eprintln!("strand-server: {e}");
+        return ExitCode::from(2);
+    }
     if let Some(warning) = config.unauthenticated_warning(auth_on) {
         eprintln!("strand-server: {warning}");
     }
@@ -114,9 +118,31 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let admin = match config.admin_listen.map(strand_server::listen).transpose() {
+        Ok(admin) => admin,
+        Err(e) => {
+            eprintln!(
+                "strand-server: cannot listen on --admin-listen {}: {e}",
+                config
+                    .admin_listen
+                    .map(|a| a.to_string())
+                    .unwrap_or_default()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
     let scheme = if tls_on { "https" } else { "http" };
+    if let Some(admin_addr) = admin.as_ref().and_then(|l| l.local_addr().ok()) {
+        // Before the ready line, so a script that waits for that line has
+        // seen this one too.
+        println!("strand-server admin listening on {scheme}://{admin_addr}");
+    }
     println!("strand-server listening on {scheme}://{addr}");
-    match strand_server::serve_with_engine(config, listener, engine, shutdown_signal()).await {
+    let listeners = strand_server::Listeners {
+        client: listener,
+        admin,
+    };
+    match strand_server::serve_with_engine(config, listeners, engine, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strand-server: {e}");

@@ -32,6 +32,19 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// The cold tier (`--cold-dir`, `--cold-url`), if configured.
     pub cold: Option<strand_cold::ColdTier>,
+    /// Which listener the request came in on.
+    pub plane: Plane,
+}
+
+/// The listener a request came in on, which decides the routes it may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plane {
+    /// The client listener (`--listen`): every route; the operator routes
+    /// only with authentication on.
+    Client,
+    /// The admin listener (`--admin-listen`): the operator routes and
+    /// health only.
+    Admin,
 }
 
 impl AppState {

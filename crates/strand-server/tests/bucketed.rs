@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::{TestServer, off};
-use hyper::StatusCode;
+use hyper::{Method, StatusCode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_and_streams_in_both_layouts() {
@@ -276,7 +276,7 @@ async fn admin_quota_usage_and_purge() {
     let s = TestServer::start_with(|c| c.groups = 3).await;
     s.put("/acme").send().await;
     let q = s
-        .put("/__strand/quota/acme")
+        .admin(Method::PUT, "/__strand/quota/acme")
         .body(r#"{"max_streams":2}"#)
         .send()
         .await;
@@ -295,20 +295,27 @@ async fn admin_quota_usage_and_purge() {
         s.put("/acme/k/s3").text("").send().await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
-    let usage = s.get("/__strand/usage/acme").send().await;
+    let usage = s.admin(Method::GET, "/__strand/usage/acme").send().await;
     assert_eq!(usage.status, StatusCode::OK);
     let u: serde_json::Value = serde_json::from_slice(&usage.body).unwrap();
     assert_eq!(u["usage"]["stream_count"], 2);
     assert_eq!(u["usage"]["retained_bytes"], 5);
     assert_eq!(
-        s.get("/__strand/usage/nobucket").send().await.status,
+        s.admin(Method::GET, "/__strand/usage/nobucket")
+            .send()
+            .await
+            .status,
         StatusCode::NOT_FOUND
     );
     assert_eq!(
-        s.put("/__strand/quota/acme").body("{").send().await.status,
+        s.admin(Method::PUT, "/__strand/quota/acme")
+            .body("{")
+            .send()
+            .await
+            .status,
         StatusCode::BAD_REQUEST
     );
-    let purge = s.delete("/__strand/purge/acme").send().await;
+    let purge = s.admin(Method::DELETE, "/__strand/purge/acme").send().await;
     assert_eq!(purge.status, StatusCode::OK);
     let p: serde_json::Value = serde_json::from_slice(&purge.body).unwrap();
     assert_eq!(p["removed_streams"], 2);

@@ -297,7 +297,7 @@ async fn fifty_mib_over_200_streams_flush_under_the_limit_and_read_back_exact() 
         mib(report.flushed_bytes) / flush_secs.max(1e-9),
         mib(total) / read_secs,
     );
-    let status = server.get("/__strand/cold").send().await;
+    let status = server.admin(Method::GET, "/__strand/cold").send().await;
     assert_eq!(status.status, StatusCode::OK);
     let json: serde_json::Value = serde_json::from_slice(&status.body).unwrap();
     assert_eq!(json["max_hot_bytes"], LIMIT);
@@ -343,7 +343,10 @@ async fn deletes_and_purges_reclaim_every_object_they_owned() {
             StatusCode::NO_CONTENT
         );
     }
-    let purge = server.delete("/__strand/purge/gone").send().await;
+    let purge = server
+        .admin(Method::DELETE, "/__strand/purge/gone")
+        .send()
+        .await;
     assert_eq!(purge.status, StatusCode::OK, "{}", purge.text());
     // The deletes queued GC entries (not_before_ms 0); the workers drain
     // them and delete the objects nothing references any more.

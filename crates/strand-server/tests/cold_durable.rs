@@ -27,6 +27,8 @@ fn bytes(s: usize, range: std::ops::Range<u64>) -> Vec<u8> {
 /// The flags of a node with a tiny flush threshold.
 fn cold_args(cold: &Path) -> Vec<String> {
     [
+        "--admin-listen",
+        "127.0.0.1:0",
         "--cold-dir",
         &cold.display().to_string(),
         "--cold-flush-bytes",
@@ -69,9 +71,9 @@ async fn request(
     .unwrap_or_else(|_| Err(std::io::Error::other("no answer in 5 s")))
 }
 
-/// `GET /__strand/cold` of `addr`.
+/// `GET /__strand/cold` of the server at `addr` (on its admin listener).
 async fn cold_report(addr: SocketAddr) -> Option<serde_json::Value> {
-    let r = request(addr, "GET", "/__strand/cold", &[], b"")
+    let r = request(process::admin_addr(addr), "GET", "/__strand/cold", &[], b"")
         .await
         .ok()?;
     (r.status == 200).then(|| serde_json::from_slice(&r.body).unwrap())

@@ -137,6 +137,8 @@ async fn the_s3_backend_flushes_reads_and_reclaims_against_moto() {
             "20",
             "--max-hot-bytes",
             "1048576",
+            "--admin-listen",
+            "127.0.0.1:0",
         ])
         .env("AWS_ACCESS_KEY_ID", "testing")
         .env("AWS_SECRET_ACCESS_KEY", "testing")
@@ -147,15 +149,20 @@ async fn the_s3_backend_flushes_reads_and_reclaims_against_moto() {
     let mut child = server.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let _server = Guard(child);
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let addr: SocketAddr = line
-        .trim()
-        .rsplit("http://")
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    // The admin line, then the ready line.
+    let mut reader = BufReader::new(stdout);
+    let mut address = || {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        line.trim()
+            .rsplit("http://")
+            .next()
+            .unwrap()
+            .parse::<SocketAddr>()
+            .unwrap()
+    };
+    let admin = address();
+    let addr = address();
 
     const STREAMS: usize = 6;
     const LEN: u64 = 64 * 1024;
@@ -185,7 +192,7 @@ async fn the_s3_backend_flushes_reads_and_reclaims_against_moto() {
     let total = STREAMS as u64 * LEN;
     let mut report = serde_json::Value::Null;
     for _ in 0..1_000 {
-        let r = request(addr, Method::GET, "/__strand/cold").send().await;
+        let r = request(admin, Method::GET, "/__strand/cold").send().await;
         report = serde_json::from_slice(&r.body).unwrap();
         if report["flushed_bytes"].as_u64() == Some(total) {
             break;

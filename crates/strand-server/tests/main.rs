@@ -18,4 +18,5 @@ mod forks;
 mod live;
 mod partition;
 mod protocol;
+mod safety;
 mod tls;

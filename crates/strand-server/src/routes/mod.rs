@@ -17,11 +17,15 @@ use strand::BucketStreamId;
 
 use crate::auth::{self, Right};
 use crate::errors::{ApiError, Layout};
-use crate::state::AppState;
+use crate::state::{AppState, Plane};
 use stream::StreamRequest;
 
 /// The Durable Streams mount.
 pub const DS_PREFIX: &str = "/v1/stream/";
+
+/// The answer to an operator route on the client listener while
+/// authentication is off.
+pub const OPERATOR_ROUTES_CLOSED: &str = "the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) are served only with authentication on, to a token with the admin right (--auth-secret-file or --auth-jwks-file), or on the admin listener (--admin-listen ADDR)";
 
 /// The server's routes as an axum [`Router`] (for embedding and tests).
 /// Every request goes through one function, [`serve`], which adds the CORS
@@ -200,6 +204,7 @@ pub async fn serve(state: AppState, request: Request) -> Response {
         health(&state).await
     } else if let Some(rest) = uri.path().strip_prefix("/__strand/raft/")
         && method == Method::POST
+        && state.plane == Plane::Client
     {
         match raft_allowed(&state, request.headers()) {
             Ok(()) if rest == "batch" => raft_batch(&state, request).await,
@@ -302,6 +307,15 @@ fn stream_id(bucket: &str, rest: &[String]) -> Result<BucketStreamId, ApiError> 
     }
 }
 
+/// Whether a path is one of the operator routes under `/__strand/` (not
+/// health, the Raft transport or a stream's integrity, which are not
+/// operator routes).
+fn is_operator_path(path: &str) -> bool {
+    path.strip_prefix("/__strand/").is_some_and(|rest| {
+        !rest.starts_with("integrity/") && !rest.starts_with("raft/") && rest != "health"
+    })
+}
+
 /// The right a method needs on a stream or bucket.
 fn right_for(method: &Method) -> Right {
     if method == Method::GET || method == Method::HEAD {
@@ -347,6 +361,11 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
         }
         Ok::<_, ApiError>(subject)
     };
+    if state.plane == Plane::Admin && !is_operator_path(&path) {
+        return Err(ApiError::not_found(
+            "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) and /__strand/health",
+        ));
+    }
     let (subject, result) = if let Some(name) = path.strip_prefix(DS_PREFIX) {
         let names = segments(name)?;
         if names.is_empty() {
@@ -381,13 +400,18 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
                 (subject, admin::integrity(&state, &method, id).await)
             }
             Some((first, rest)) if first == "__strand" => {
-                let subject = match rest {
-                    [_, bucket] => authorize(bucket, None, Right::Admin)?,
-                    [kind] if kind == "cold" => authorize("*", None, Right::Admin)?,
+                let scope = match rest {
+                    [_, bucket] => bucket.as_str(),
+                    [kind] if kind == "cold" => "*",
                     _ => return Err(ApiError::not_found("no such admin route")),
                 };
+                if state.plane == Plane::Client && state.verifier.is_none() {
+                    return Err(ApiError::new(StatusCode::FORBIDDEN, OPERATOR_ROUTES_CLOSED));
+                }
+                let subject = authorize(scope, None, Right::Admin)?;
                 (subject, admin::handle(&state, &method, rest, body).await)
             }
+
             Some((bucket, [])) => {
                 let subject = authorize(bucket, None, right_for(&method))?;
                 (subject, bucket_route(&state, &method, bucket).await)
@@ -434,6 +458,8 @@ async fn bucket_route(
 ) -> Result<Response, ApiError> {
     match *method {
         Method::PUT => {
+            strand::validate_bucket_id(bucket)
+                .map_err(|e| ApiError::bad_request(format!("bucket id {bucket:?}: {e}")))?;
             let responses = state
                 .engine
                 .apply_all(strand::StreamCommand::CreateBucket {

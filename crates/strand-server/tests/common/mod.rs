@@ -23,6 +23,8 @@ pub const START_MS: u64 = 1_767_225_600_000;
 /// A server under test.
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// The admin listener (`--admin-listen`): the operator routes.
+    pub admin_addr: SocketAddr,
     pub clock: ManualClock,
     pub engine: Engine,
     stop: Option<oneshot::Sender<()>>,
@@ -49,12 +51,18 @@ impl TestServer {
     pub async fn start_cold(config: Config, cold: Option<strand_cold::ColdTier>) -> Self {
         let listener = strand_server::listen(config.listen).unwrap();
         let addr = listener.local_addr().unwrap();
+        let admin = strand_server::listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let admin_addr = admin.local_addr().unwrap();
+        let listeners = strand_server::Listeners {
+            client: listener,
+            admin: Some(admin),
+        };
         let clock = ManualClock::new(START_MS);
         let engine = Engine::start_with_clock(engine_config(&config), Arc::new(clock.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_with_cold(
             config,
-            listener,
+            listeners,
             engine.clone(),
             cold,
             async move {
@@ -63,6 +71,7 @@ impl TestServer {
         ));
         Self {
             addr,
+            admin_addr,
             clock,
             engine,
             stop: Some(stop),
@@ -87,6 +96,11 @@ impl TestServer {
     /// Starts a request.
     pub fn req(&self, method: Method, path: &str) -> Req {
         request(self.addr, method, path)
+    }
+
+    /// Starts a request to the admin listener (the operator routes).
+    pub fn admin(&self, method: Method, path: &str) -> Req {
+        request(self.admin_addr, method, path)
     }
 
     pub fn get(&self, path: &str) -> Req {

@@ -44,20 +44,40 @@ pub fn start_args(args: &[String]) -> Server {
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let mut admin = None;
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
+            // The admin line comes before the ready line.
+            if let Some(addr) = line.strip_prefix("strand-server admin listening on http://") {
+                admin = Some(addr.trim().to_owned());
+            }
             if let Some(addr) = line.strip_prefix("strand-server listening on http://") {
-                let _ = tx.send(addr.trim().to_owned());
+                let _ = tx.send((addr.trim().to_owned(), admin.take()));
             }
         }
     });
-    let addr = rx
+    let (addr, admin) = rx
         .recv_timeout(Duration::from_secs(120))
         .expect("the server printed its ready line");
-    Server {
-        child,
-        addr: addr.parse().unwrap(),
+    let addr: SocketAddr = addr.parse().unwrap();
+    if let Some(admin) = admin {
+        ADMIN.lock().unwrap().insert(addr, admin.parse().unwrap());
     }
+    Server { child, addr }
+}
+
+/// The admin listener of each server started with `--admin-listen`, by
+/// its client address.
+static ADMIN: std::sync::Mutex<std::collections::BTreeMap<SocketAddr, SocketAddr>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// The admin listener (`--admin-listen`) of the server at `client`.
+pub fn admin_addr(client: SocketAddr) -> SocketAddr {
+    *ADMIN
+        .lock()
+        .unwrap()
+        .get(&client)
+        .expect("the server was started with --admin-listen")
 }
 
 impl Server {
