@@ -386,6 +386,10 @@ pub(crate) fn start_strand(
         "--long-poll-timeout-ms",
         &long_poll_ms.to_string(),
     ]);
+    // In memory unless the caller chose a data directory.
+    if !extra.iter().any(|a| a == "--data-dir") {
+        cmd.arg("--memory");
+    }
     cmd.args(extra);
     let guard = spawn_server(Server::Strand, cmd, log, "strand-server listening on ")?;
     wait_healthy(&guard)?;

@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// strand-server: the Durable Streams HTTP protocol on strand's state
-/// machine, in memory or durable on disk (`--data-dir`), one node.
+/// machine, durable on disk (`./strand-data` or `--data-dir`) or in memory
+/// (`--memory`).
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "strand-server",
@@ -202,11 +203,15 @@ pub struct Config {
     /// an orphan yet.
     #[arg(long, default_value_t = 3_600_000)]
     pub cold_orphan_grace_ms: u64,
-    /// Keep every group durable in this directory: a one-voter Raft group
-    /// per group (openraft), its log and snapshots on disk, recovered at
-    /// start. Without it everything is in memory.
+    /// Keep every group durable in this directory (created if missing): a
+    /// Raft group per group (openraft), its log and snapshots on disk,
+    /// recovered at start. Default: `./strand-data`, unless `--memory`.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Keep everything in memory instead of a data directory: nothing
+    /// survives the process (tests, benchmarks, throwaway servers).
+    #[arg(long, conflicts_with = "data_dir")]
+    pub memory: bool,
     /// When the log is synced to disk (with `--data-dir`): `always` (a
     /// write is acknowledged only after its log record is fsynced; many
     /// writes share one fsync) or `never` (UNSAFE: acknowledged writes can
@@ -244,6 +249,10 @@ pub struct Config {
     #[arg(long)]
     pub cluster_token_file: Option<PathBuf>,
 }
+
+/// The data directory of a server started without `--data-dir` or
+/// `--memory`, relative to its working directory.
+pub const DEFAULT_DATA_DIR: &str = "strand-data";
 
 /// Parses `ID=http://HOST:PORT`.
 fn parse_peer(text: &str) -> Result<(u64, String), String> {
@@ -322,6 +331,19 @@ impl Config {
             ));
         }
         Ok(Some(token.to_owned()))
+    }
+
+    /// Where the node keeps its data: `--data-dir`, or [`DEFAULT_DATA_DIR`]
+    /// when none is given; `None` with `--memory`.
+    pub fn effective_data_dir(&self) -> Option<PathBuf> {
+        if self.memory {
+            return None;
+        }
+        Some(
+            self.data_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+        )
     }
 
     /// The connection timeouts (`crate::conn`).

@@ -107,18 +107,23 @@ pub fn engine_config(config: &Config) -> EngineConfig {
     }
 }
 
-/// Starts the engine a configuration asks for: in memory, or durable in
-/// `--data-dir` (recovering the groups' snapshots and logs first).
+/// Starts the engine a configuration asks for: durable in its data
+/// directory (recovering the groups' snapshots and logs first; the
+/// directory is created if missing), or in memory with `--memory`.
 ///
 /// # Errors
 /// A durable node that cannot start (a damaged log names its file and
 /// offset).
 pub async fn start_engine(config: &Config) -> Result<Engine, String> {
     let engine_config = engine_config(config);
-    match &config.data_dir {
-        None if !config.peers.is_empty() => Err("--peer needs --data-dir".to_owned()),
+    match &config.effective_data_dir() {
+        None if !config.peers.is_empty() => {
+            Err("--peer needs a data directory: drop --memory".to_owned())
+        }
         None => Ok(Engine::start(engine_config)),
         Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create the data directory {}: {e}", dir.display()))?;
             let mut options = strand_raft::DurableOptions::new(dir);
             options.fsync = match config.fsync {
                 config::FsyncMode::Always => strand_raft::Fsync::Always,

@@ -105,7 +105,8 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if config.fsync == strand_server::config::FsyncMode::Never && config.data_dir.is_some() {
+    let data_dir = config.effective_data_dir();
+    if config.fsync == strand_server::config::FsyncMode::Never && data_dir.is_some() {
         eprintln!(
             "strand-server: warning: --fsync never: acknowledged writes can be lost if the machine crashes (benchmarks only)"
         );
@@ -131,6 +132,13 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    match &data_dir {
+        Some(dir) => {
+            let shown = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            println!("strand-server data directory {}", shown.display());
+        }
+        None => eprintln!("strand-server: in memory (--memory): nothing survives a restart"),
+    }
     let scheme = if tls_on { "https" } else { "http" };
     if let Some(admin_addr) = admin.as_ref().and_then(|l| l.local_addr().ok()) {
         // Before the ready line, so a script that waits for that line has

@@ -441,7 +441,7 @@ fn tokens_never_reach_the_log_but_subjects_do() {
     let token = String::from_utf8(minted.stdout).unwrap().trim().to_owned();
     assert_eq!(token.split('.').count(), 3);
     let mut child = Command::new(bin)
-        .args(["--listen", "127.0.0.1:0", "--auth-secret-file"])
+        .args(["--listen", "127.0.0.1:0", "--memory", "--auth-secret-file"])
         .arg(&secret)
         .env("STRAND_LOG", "debug")
         .stdout(Stdio::piped())

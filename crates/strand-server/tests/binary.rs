@@ -110,7 +110,7 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
     // assertion fails; its address is filled in from the ready line.
     let mut server = crate::process::Server {
         child: Command::new(BIN)
-            .args(["--listen", "127.0.0.1:0", "--long-poll-timeout-ms", "60000"])
+            .args(["--listen", "127.0.0.1:0", "--memory", "--long-poll-timeout-ms", "60000"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -184,4 +184,79 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
     assert!(status.success(), "{status:?}");
     let answer = poller.join().unwrap();
     assert!(answer.starts_with("HTTP/1.1 204"), "{answer}");
+}
+
+/// Starts the binary in `dir` with `args` and returns it with the lines it
+/// printed up to and including its ready line.
+fn start_in(dir: &std::path::Path, args: &[&str]) -> (crate::process::Server, Vec<String>) {
+    let mut server = crate::process::Server {
+        child: Command::new(BIN)
+            .current_dir(dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    let mut lines = Vec::new();
+    let mut reader = BufReader::new(server.child.stdout.take().unwrap());
+    loop {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the server exited before its ready line: {lines:?}"
+        );
+        let line = line.trim().to_owned();
+        if let Some(addr) = line.strip_prefix("strand-server listening on http://") {
+            server.addr = addr.parse().unwrap();
+            lines.push(line);
+            return (server, lines);
+        }
+        lines.push(line);
+    }
+}
+
+#[test]
+fn without_flags_the_server_is_durable_in_strand_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, lines) = start_in(tmp.path(), &[]);
+    let data = std::fs::canonicalize(tmp.path().join("strand-data")).unwrap();
+    assert_eq!(
+        lines,
+        [
+            format!("strand-server data directory {}", data.display()),
+            format!("strand-server listening on http://{}", server.addr),
+        ]
+    );
+    let addr = server.addr.to_string();
+    let created = http(
+        &addr,
+        "PUT /v1/stream/kept HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 4\r\nConnection: close\r\n\r\nkept",
+    );
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
+    server.kill9();
+    // The same directory after kill -9: the stream is there.
+    let (server, _) = start_in(tmp.path(), &[]);
+    let read = http(
+        &server.addr.to_string(),
+        "GET /v1/stream/kept?offset=-1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(read.starts_with("HTTP/1.1 200"), "{read}");
+    assert!(read.ends_with("kept"), "{read}");
+    drop(server);
+    // --memory keeps nothing on disk and prints no directory.
+    let empty = tempfile::tempdir().unwrap();
+    let (server, lines) = start_in(empty.path(), &["--memory"]);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    drop(server);
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+    // The two contradict each other.
+    let out = Command::new(BIN)
+        .current_dir(empty.path())
+        .args(["--memory", "--data-dir", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }

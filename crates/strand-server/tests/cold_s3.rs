@@ -125,6 +125,7 @@ async fn the_s3_backend_flushes_reads_and_reclaims_against_moto() {
         .args([
             "--listen",
             "127.0.0.1:0",
+            "--memory",
             "--cold-url",
             "s3://strand-cold/node-a",
             "--cold-flush-bytes",
