@@ -29,6 +29,13 @@ fn help_documents_every_flag() {
         "--auth-secret-file",
         "--auth-jwks-file",
         "--allow-unauthenticated",
+        "--data-dir",
+        "--memory",
+        "--admin-listen",
+        "--request-head-timeout-ms",
+        "--body-timeout-ms",
+        "--send-timeout-ms",
+        "--idle-timeout-ms",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
@@ -110,7 +117,13 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
     // assertion fails; its address is filled in from the ready line.
     let mut server = crate::process::Server {
         child: Command::new(BIN)
-            .args(["--listen", "127.0.0.1:0", "--memory", "--long-poll-timeout-ms", "60000"])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--memory",
+                "--long-poll-timeout-ms",
+                "60000",
+            ])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
