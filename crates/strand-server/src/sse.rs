@@ -1,6 +1,11 @@
 //! Server-sent event framing (spec 08 §8): `event: <kind>` lines, payload
 //! lines `data:` with no space, each payload split on CR, LF and CRLF so
 //! no payload can start an event of its own.
+//!
+//! An SSE client strips one space after `data:`, so a line that begins
+//! with a space is written after one extra space (`data:` + ` ` + line):
+//! every client reads the line back whole. Other lines keep the bare
+//! `data:line` the official suite checks for.
 
 use bytes::{BufMut, BytesMut};
 
@@ -50,6 +55,9 @@ pub fn push_event(out: &mut BytesMut, kind: &str, payload: &[u8]) {
             }
         };
         out.put_slice(b"data:");
+        if line.first() == Some(&b' ') {
+            out.put_u8(b' ');
+        }
         out.put_slice(line);
         out.put_u8(b'\n');
         match next {
@@ -98,6 +106,33 @@ mod tests {
         assert_eq!(
             &out[..],
             b"event: data\ndata:a\ndata:\ndata:event: control\ndata:b\ndata:\n\n"
+        );
+    }
+
+    /// What an SSE client reads from one event's `data` lines (the SSE
+    /// standard: one space after the colon is dropped).
+    fn decoded(event: &[u8]) -> Vec<u8> {
+        let text = std::str::from_utf8(event).unwrap_or_default();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|l| l.strip_prefix(' ').unwrap_or(l))
+            .collect();
+        lines.join("\n").into_bytes()
+    }
+
+    #[test]
+    fn lines_that_begin_with_spaces_read_back_whole() {
+        for payload in [" two\n  lines", "  ", "a\n b\n\n  c ", "plain\nlines"] {
+            let mut out = BytesMut::new();
+            push_event(&mut out, "data", payload.as_bytes());
+            assert_eq!(decoded(&out), payload.as_bytes(), "{payload:?}");
+        }
+        let mut out = BytesMut::new();
+        push_event(&mut out, "data", b" two\n  lines\nline1");
+        assert_eq!(
+            &out[..],
+            b"event: data\ndata:  two\ndata:   lines\ndata:line1\n\n"
         );
     }
 

@@ -173,6 +173,28 @@ async fn sse_binary_is_base64_and_a_close_ends_the_response() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_text_lines_that_begin_with_spaces_keep_them() {
+    let s = TestServer::start().await;
+    s.put("/v1/stream/sp").text(" two\n  lines").send().await;
+    s.post("/v1/stream/sp")
+        .header("stream-closed", "true")
+        .send()
+        .await;
+    let response = s.get("/v1/stream/sp?offset=-1&live=sse").open().await;
+    let text = read_sse(response, Duration::from_secs(3), |_| false).await;
+    // What any SSE client reads: the `data` lines of the data event, one
+    // space after the colon dropped (the SSE standard).
+    let event = text.split("\n\n").next().unwrap();
+    let data: Vec<&str> = event
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(|line| line.strip_prefix(' ').unwrap_or(line))
+        .collect();
+    assert_eq!(data.join("\n"), " two\n  lines", "{text}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_json_events_are_arrays_and_empty_streams_announce_their_offset() {
     let s = TestServer::start().await;
     s.put("/v1/stream/sj")
