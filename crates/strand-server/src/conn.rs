@@ -227,7 +227,10 @@ impl<B: Body + Unpin> TrackedBody<B> {
         });
         Self { inner, watch }
     }
+}
 
+impl<B> TrackedBody<B> {
+    /// The body has ended (or failed, or gone): it no longer arrives.
     fn done(&mut self) {
         if let Some(watch) = self.watch.take() {
             watch.receiving.fetch_sub(1, Relaxed);
@@ -237,9 +240,7 @@ impl<B: Body + Unpin> TrackedBody<B> {
 
 impl<B> Drop for TrackedBody<B> {
     fn drop(&mut self) {
-        if let Some(watch) = self.watch.take() {
-            watch.receiving.fetch_sub(1, Relaxed);
-        }
+        self.done();
     }
 }
 
