@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Some("loadtest") => loadtest::loadtest(&root, &args[1..]),
         Some("cold-outage") => cold_outage(&root, &args[1..]),
         Some("faults") => faults(&root, &args[1..]),
+        Some("invariant") => invariant(&root, &args[1..]),
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
         Some("help") | None => {
             print_help();
@@ -86,6 +87,12 @@ fn print_help() {
     println!("           integrity setsums recomputed after each; then the partition test");
     println!("           (tests/partition.rs): a follower, then the leader, cut off from a");
     println!("           3-node cluster and healed, N rounds (5) of N writes per phase (200)");
+    println!("  invariant [--requests N] [--seed S]");
+    println!("           crates/strand-server/tests/invariant.rs with N random requests (50000)");
+    println!("           over the whole route table: after every answer >= 400 no stream of");
+    println!("           the pool may have changed, and no answer may be a 5xx; S (decimal or");
+    println!("           0x hex) replays a run, without it the seed comes from the clock;");
+    println!("           prints the seed, the count and how many answers were >= 400");
     println!("  loadtest [--compare] [--quick] [--durable] [--fsync-never]");
     println!("           strand-bench's scenarios (writes, SSE fan-out, catch-up, idle memory)");
     println!("           against a release strand-server; --compare also runs them against the");
@@ -155,6 +162,68 @@ fn faults(root: &Path, args: &[String]) -> Result<(), String> {
         .env("STRAND_FAULTS_ACKS", &acks)
         .env("STRAND_PARTITION_ROUNDS", &partition_rounds)
         .env("STRAND_PARTITION_WRITES", &partition_writes);
+    run(cmd)
+}
+
+/// A seed as the invariant test reads it: decimal or `0x` hex, `_` allowed.
+fn parse_seed(text: &str) -> Option<u64> {
+    let text = text.replace('_', "");
+    match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+/// `cargo xtask invariant [--requests N] [--seed S]`: the invariant test of
+/// `crates/strand-server/tests/invariant.rs` (a failed request changes no
+/// stream's state) with many more requests than the suite's 3000, and a
+/// fresh seed unless one is given.
+fn invariant(root: &Path, args: &[String]) -> Result<(), String> {
+    const USAGE: &str = "usage: cargo xtask invariant [--requests N] [--seed S]";
+    let mut requests = 50_000u64;
+    let mut seed = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match (a.as_str(), it.next()) {
+            ("--requests", Some(v)) => {
+                requests = v
+                    .parse()
+                    .map_err(|_| format!("--requests needs a whole number, not {v:?}"))?;
+            }
+            ("--seed", Some(v)) => {
+                seed = Some(parse_seed(v).ok_or_else(|| {
+                    format!("--seed needs a number (decimal or 0x hex), not {v:?}")
+                })?);
+            }
+            (other, _) => {
+                return Err(format!(
+                    "unknown option or missing value `{other}`; {USAGE}"
+                ));
+            }
+        }
+    }
+    let seed = seed.unwrap_or_else(|| {
+        // Another run, another sequence: the clock's nanoseconds.
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| {
+                u64::try_from(d.as_nanos() & u128::from(u64::MAX)).unwrap_or(1)
+            })
+    });
+    println!("invariant: seed {seed:#x}, {requests} requests");
+    let mut cmd = cargo(root);
+    cmd.args([
+        "test",
+        "-p",
+        "strand-server",
+        "--test",
+        "server",
+        "--",
+        "invariant::",
+        "--nocapture",
+    ]);
+    cmd.env("STRAND_INVARIANT_REQUESTS", requests.to_string())
+        .env("STRAND_INVARIANT_SEED", format!("{seed:#x}"));
     run(cmd)
 }
 

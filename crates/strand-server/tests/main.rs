@@ -15,6 +15,7 @@ mod cold_durable;
 mod cold_s3;
 mod faults;
 mod forks;
+mod invariant;
 mod live;
 mod partition;
 mod protocol;

@@ -683,6 +683,42 @@ async fn health_answers() {
     s.stop().await;
 }
 
+/// A Raft message for a group the node does not have is not found, not a
+/// server error: a node in memory has no Raft group at all, a durable one
+/// only its `--groups` (the invariant test sent `POST
+/// /__strand/raft/9/vote` to a node in memory and got a 500).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raft_messages_for_missing_groups_are_not_found() {
+    use std::sync::Arc;
+
+    let s = TestServer::start().await;
+    for path in ["/__strand/raft/0/vote", "/__strand/raft/9/append"] {
+        let r = s.post(path).body(vec![0x93, 0x01, 0x02]).send().await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.text());
+    }
+    s.stop().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = strand_server::Config::for_listen("127.0.0.1:0".parse().unwrap());
+    config.data_dir = Some(dir.path().to_owned());
+    config.groups = 2;
+    let engine = strand_server::start_engine(&config).await.unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let router = strand_server::app(Arc::new(config), engine.clone(), shutdown, None, None, None);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    for path in ["/__strand/raft/2/vote", "/__strand/raft/9/append"] {
+        let r = common::request(addr, hyper::Method::POST, path)
+            .body(vec![0x93, 0x01, 0x02])
+            .send()
+            .await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.text());
+    }
+    server.abort();
+    engine.shutdown().await;
+}
+
 /// `strand_server::app`, the routes as an axum `Router` for embedding,
 /// answers like the server itself (which calls the same `routes::serve` without
 /// a router): create, append, read, with the CORS headers.

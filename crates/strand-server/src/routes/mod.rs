@@ -134,7 +134,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `POST /__strand/raft/{group}/{kind}`: a peer's Raft message for one of
-/// this node's groups, handed to the group's log as it is.
+/// this node's groups, handed to the group's log as it is; 404 for a group
+/// the node does not have (a node in memory has none).
 async fn raft_message(state: &AppState, rest: &str, request: Request) -> Response {
     use axum::http::StatusCode;
     let Some((group, kind)) = rest.split_once('/') else {
@@ -143,6 +144,19 @@ async fn raft_message(state: &AppState, rest: &str, request: Request) -> Respons
     let Ok(group) = group.parse::<usize>() else {
         return (StatusCode::NOT_FOUND, "no such group\n").into_response();
     };
+    // A node in memory has no Raft groups, and a durable one only its
+    // `--groups`: a message for any other is the sender's mistake, not a
+    // server error.
+    if state.config.data_dir.is_none() {
+        return (
+            StatusCode::NOT_FOUND,
+            "this node keeps its groups in memory: it has no Raft group\n",
+        )
+            .into_response();
+    }
+    if group >= state.engine.group_count() {
+        return (StatusCode::NOT_FOUND, "no such group\n").into_response();
+    }
     let kind = kind.to_owned();
     let body = match axum::body::to_bytes(request.into_body(), 256 << 20).await {
         Ok(b) => b.to_vec(),
