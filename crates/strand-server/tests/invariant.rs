@@ -26,8 +26,9 @@
 //! shows in the touch time. One such renewal is let through: a GET the
 //! machine refuses renews the TTL first (see [`tolerated`]).
 //!
-//! Not generated: a purge of a pool bucket (`TODO(admin-plane)` in
-//! [`admin`]).
+//! The operator routes go to both listeners; a purge of a pool bucket
+//! only to the client listener (where it is refused), since a purge that
+//! succeeds erases its bucket for good.
 //!
 //! `STRAND_INVARIANT_REQUESTS` (default 3000) and `STRAND_INVARIANT_SEED`
 //! (decimal or `0x` hex) set the run; `cargo xtask invariant` runs a long
@@ -220,6 +221,9 @@ const KINDS: [(Kind, usize); 18] = [
 /// One request as sent.
 struct Request {
     kind: Kind,
+    /// Sent to the admin listener (`--admin-listen`) rather than the
+    /// client listener, where the operator routes answer 403.
+    admin_plane: bool,
     method: Method,
     path: String,
     headers: Vec<(String, Vec<u8>)>,
@@ -230,6 +234,7 @@ impl Request {
     fn new(kind: Kind, method: Method, path: impl Into<String>) -> Self {
         Self {
             kind,
+            admin_plane: false,
             method,
             path: path.into(),
             headers: Vec::new(),
@@ -251,7 +256,12 @@ impl Request {
 
 impl std::fmt::Display for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}: {} {}", self.kind, self.method, self.path)?;
+        let plane = if self.admin_plane {
+            " (admin listener)"
+        } else {
+            ""
+        };
+        write!(f, "{:?}{plane}: {} {}", self.kind, self.method, self.path)?;
         for (name, value) in &self.headers {
             write!(f, "\n    {name}: {}", value.escape_ascii())?;
         }
@@ -1650,12 +1660,9 @@ fn admin(rng: &mut Rng) -> Request {
             format!("/__strand/usage/{bucket}"),
         ),
         6 | 7 => {
-            // TODO(admin-plane): no purge of a pool bucket. Today one
-            // answers 404 when some group never knew the bucket, after the
-            // groups that did have purged it (the known bug being fixed
-            // with the admin listener); and a purge that succeeds erases
-            // the bucket for good, which would end the run's use of it.
-            let target = rng.pick(&["zzzz", "gamma", "Bad.Bucket"]);
+            // Pool buckets are purged only on the client listener (403;
+            // see `generate`); `default` is refused everywhere (409).
+            let target = rng.pick(&["zzzz", "gamma", "Bad.Bucket", "default", "acme", "beta"]);
             Request::new(
                 Kind::Admin,
                 Method::DELETE,
@@ -1801,7 +1808,16 @@ fn generate(rng: &mut Rng, state: &State) -> Request {
         Kind::Attrs => attrs(rng, state),
         Kind::Bootstrap => bootstrap(rng, state),
         Kind::Bucket => bucket(rng),
-        Kind::Admin => admin(rng),
+        Kind::Admin => {
+            let mut request = admin(rng);
+            // Half of them go to the admin listener, where they are served;
+            // a purge there of a pool bucket would erase it for good, so
+            // those stay on the client listener (403).
+            let pool_purge =
+                ["/__strand/purge/acme", "/__strand/purge/beta"].contains(&request.path.as_str());
+            request.admin_plane = !pool_purge && rng.chance(50);
+            request
+        }
         Kind::Junk => junk(rng),
         Kind::Options => options(rng),
     };
@@ -1881,7 +1897,12 @@ async fn failed_requests_change_nothing() {
             }
         }
         let request = generate(&mut rng, &state);
-        let response = match send_once(s.addr, &request).await {
+        let addr = if request.admin_plane {
+            s.admin_addr
+        } else {
+            s.addr
+        };
+        let response = match send_once(addr, &request).await {
             Ok(r) => r,
             Err(e) => panic!(
                 "seed {seed:#x}, request {index}: no answer ({e})\n  {request}\nrecent:\n  {}",

@@ -147,7 +147,7 @@ async fn raft_message(state: &AppState, rest: &str, request: Request) -> Respons
     // A node in memory has no Raft groups, and a durable one only its
     // `--groups`: a message for any other is the sender's mistake, not a
     // server error.
-    if state.config.data_dir.is_none() {
+    if !state.engine.is_replicated() {
         return (
             StatusCode::NOT_FOUND,
             "this node keeps its groups in memory: it has no Raft group\n",
