@@ -1,7 +1,8 @@
 //! Replays every saved fuzz input of `fuzz/regressions/<target>/` through
 //! the same check the fuzz target runs (`fuzz/checks/<target>.rs`, compiled
 //! in here as a module), so a crash the fuzzer found stays fixed without
-//! cargo-fuzz. `cargo xtask fuzz` runs the targets themselves.
+//! cargo-fuzz. `cargo xtask fuzz` runs the targets themselves. A target
+//! whose directory holds no input fails: each keeps at least one seed.
 
 #![allow(clippy::unwrap_used)]
 
@@ -32,7 +33,12 @@ fn inputs(target: &str) -> Vec<PathBuf> {
 }
 
 fn replay(target: &str, check: fn(&[u8])) {
-    for path in inputs(target) {
+    let inputs = inputs(target);
+    assert!(
+        !inputs.is_empty(),
+        "fuzz/regressions/{target}/ holds no input: keep at least one seed there"
+    );
+    for path in inputs {
         let data = std::fs::read(&path).unwrap();
         println!("{target}: replaying {}", path.display());
         check(&data);
