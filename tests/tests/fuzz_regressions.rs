@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 mod binary_decode;
 #[path = "../../fuzz/checks/command_sequence.rs"]
 mod command_sequence;
+#[path = "../../fuzz/checks/http_request.rs"]
+mod http_request;
 #[path = "../../fuzz/checks/json_restore.rs"]
 mod json_restore;
 
@@ -58,6 +60,11 @@ fn json_restore_regressions() {
 #[test]
 fn command_sequence_regressions() {
     replay("command_sequence", command_sequence::check);
+}
+
+#[test]
+fn http_request_regressions() {
+    replay("http_request", http_request::check);
 }
 
 /// The command vocabulary must be one the machine accepts: with all
