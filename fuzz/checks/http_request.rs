@@ -730,11 +730,12 @@ impl Asked {
         let stream = routes::stream_for_path(request.uri.path(), "default")
             .ok()
             .map(|id| id.to_string());
-        let position = ReadQuery::parse(request.uri.query())
-            .ok()
-            .and_then(|q| match offsets::parse(q.offset.as_deref()?) {
-                Ok(ReadFrom::Offset(position)) => Some(position),
-                _ => None,
+        let position =
+            ReadQuery::parse(request.uri.query()).ok().and_then(|q| {
+                match offsets::parse(q.offset.as_deref()?) {
+                    Ok(ReadFrom::Offset(position)) => Some(position),
+                    _ => None,
+                }
             });
         let at_boundary = match (&stream, position) {
             (Some(stream), Some(position)) => boundaries.holds(stream, position),
@@ -761,7 +762,9 @@ struct Boundaries(HashMap<String, BTreeSet<u64>>);
 
 impl Boundaries {
     fn holds(&self, stream: &str, position: u64) -> bool {
-        self.0.get(stream).is_some_and(|set| set.contains(&position))
+        self.0
+            .get(stream)
+            .is_some_and(|set| set.contains(&position))
     }
 
     fn learn(&mut self, asked: &Asked, outcome: &Outcome) {
@@ -865,12 +868,14 @@ fn verify(asked: &Asked, outcome: &Outcome) {
 /// One SSE frame: whole events; control data is a JSON object with a
 /// canonical offset, base64 data decodes.
 fn check_sse_frame(shown: &str, frame: &[u8], base64: bool) {
-    let text = std::str::from_utf8(frame).expect("SSE is text");
+    // A text/* stream's bytes go out as they are, UTF-8 or not (only CR
+    // and LF frame them): read them lossily.
+    let text = String::from_utf8_lossy(frame);
     let text = text
         .strip_suffix("\n\n")
         .expect("a frame ends with an event");
     for event in text.split("\n\n") {
-        let mut lines = event.lines();
+        let mut lines = event.split('\n');
         let kind = lines
             .next()
             .and_then(|l| l.strip_prefix("event: "))
@@ -878,6 +883,10 @@ fn check_sse_frame(shown: &str, frame: &[u8], base64: bool) {
         let data: Vec<&str> = lines
             .map(|l| l.strip_prefix("data:").expect("a data line"))
             .collect();
+        assert!(
+            data.iter().all(|l| !l.contains('\r')),
+            "{shown}: CR in {event:?}"
+        );
         match kind {
             "control" => {
                 let value: Value =
