@@ -14,11 +14,12 @@
 //! * `command_sequence`: each trace's sequence of command kinds in the
 //!   target's record layout (`fuzz/checks/command_sequence.rs`), operands
 //!   left zero;
-//! * `http_request`: a few dozen request sequences in the target's layout
-//!   (raw HTTP/1.1 requests between `~~~` lines, `fuzz/checks/http_request.rs`):
-//!   creates, appends with producer, `Stream-Seq`, TTL and expiry headers,
-//!   JSON appends, reads from offsets, long-polls and SSE, forks, the
-//!   bucketed routes, and refused values (`fuzz/http_seeds.rs`).
+//! * `http_request`: 25 request sequences (about 170 requests) in the
+//!   target's layout (raw HTTP/1.1 requests between `~~~` lines,
+//!   `fuzz/checks/http_request.rs`): creates, appends with producer,
+//!   `Stream-Seq`, TTL and expiry headers, JSON appends, reads from
+//!   offsets, long-polls and SSE, forks, the bucketed routes, and refused
+//!   values (`http_seeds.rs` beside this file).
 //!
 //! A target with a dictionary, `fuzz/dicts/<target>.dict`, runs with it
 //! (`-dict=`): `http_request` has one of header names, routes and values.
