@@ -14,7 +14,7 @@
 //! * `command_sequence`: each trace's sequence of command kinds in the
 //!   target's record layout (`fuzz/checks/command_sequence.rs`), operands
 //!   left zero;
-//! * `http_request`: 25 request sequences (about 170 requests) in the
+//! * `http_request`: 25 request sequences (about 160 requests) in the
 //!   target's layout (raw HTTP/1.1 requests between `~~~` lines,
 //!   `fuzz/checks/http_request.rs`): creates, appends with producer,
 //!   `Stream-Seq`, TTL and expiry headers, JSON appends, reads from
