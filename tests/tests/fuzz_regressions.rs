@@ -1,7 +1,8 @@
 //! Replays every saved fuzz input of `fuzz/regressions/<target>/` through
 //! the same check the fuzz target runs (`fuzz/checks/<target>.rs`, compiled
 //! in here as a module), so a crash the fuzzer found stays fixed without
-//! cargo-fuzz. `cargo xtask fuzz` runs the targets themselves.
+//! cargo-fuzz. `cargo xtask fuzz` runs the targets themselves. A target
+//! whose directory holds no input fails: each keeps at least one seed.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,6 +12,8 @@ use std::path::{Path, PathBuf};
 mod binary_decode;
 #[path = "../../fuzz/checks/command_sequence.rs"]
 mod command_sequence;
+#[path = "../../fuzz/checks/http_request.rs"]
+mod http_request;
 #[path = "../../fuzz/checks/json_restore.rs"]
 mod json_restore;
 
@@ -32,7 +35,12 @@ fn inputs(target: &str) -> Vec<PathBuf> {
 }
 
 fn replay(target: &str, check: fn(&[u8])) {
-    for path in inputs(target) {
+    let inputs = inputs(target);
+    assert!(
+        !inputs.is_empty(),
+        "fuzz/regressions/{target}/ holds no input: keep at least one seed there"
+    );
+    for path in inputs {
         let data = std::fs::read(&path).unwrap();
         println!("{target}: replaying {}", path.display());
         check(&data);
@@ -52,6 +60,11 @@ fn json_restore_regressions() {
 #[test]
 fn command_sequence_regressions() {
     replay("command_sequence", command_sequence::check);
+}
+
+#[test]
+fn http_request_regressions() {
+    replay("http_request", http_request::check);
 }
 
 /// The command vocabulary must be one the machine accepts: with all

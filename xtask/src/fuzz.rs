@@ -1,7 +1,8 @@
 //! `cargo xtask fuzz [--seconds N] [TARGET...]`: runs the cargo-fuzz
 //! targets of `fuzz/` one after another on the pinned stable toolchain
 //! without a sanitizer (`cargo fuzz run -s none`), each for N seconds
-//! (default 60), on a corpus seeded from the vendored conformance traces.
+//! (default 60), on a corpus seeded from the vendored conformance traces
+//! (and, for `http_request`, from request sequences written here).
 //!
 //! Seeds, written to `target/fuzz-corpus/<target>/` (libFuzzer adds what
 //! it finds there too, so later runs go on from it):
@@ -12,7 +13,16 @@
 //!   mode byte 0 (the file as is);
 //! * `command_sequence`: each trace's sequence of command kinds in the
 //!   target's record layout (`fuzz/checks/command_sequence.rs`), operands
-//!   left zero.
+//!   left zero;
+//! * `http_request`: 25 request sequences (about 160 requests) in the
+//!   target's layout (raw HTTP/1.1 requests between `~~~` lines,
+//!   `fuzz/checks/http_request.rs`): creates, appends with producer,
+//!   `Stream-Seq`, TTL and expiry headers, JSON appends, reads from
+//!   offsets, long-polls and SSE, forks, the bucketed routes, and refused
+//!   values (`http_seeds.rs` beside this file).
+//!
+//! A target with a dictionary, `fuzz/dicts/<target>.dict`, runs with it
+//! (`-dict=`): `http_request` has one of header names, routes and values.
 //!
 //! Installs the pinned cargo-fuzz (`tools::FUZZ`) when it is missing; `ci`
 //! never does. Each run's output goes to `target/fuzz-logs/<target>.log`;
@@ -31,8 +41,15 @@ use serde_json::Value;
 
 use crate::{cargo, tools};
 
+mod http_seeds;
+
 /// The targets of `fuzz/Cargo.toml`, in the order they run.
-const TARGETS: [&str; 3] = ["binary_decode", "json_restore", "command_sequence"];
+const TARGETS: [&str; 4] = [
+    "binary_decode",
+    "json_restore",
+    "command_sequence",
+    "http_request",
+];
 /// Bytes per command record of `command_sequence` (its `RECORD`).
 const RECORD: usize = 24;
 /// Seeds above this size are left out (libFuzzer's default `-max_len` is
@@ -91,7 +108,12 @@ pub(crate) fn fuzz(root: &Path, args: &[String]) -> Result<(), String> {
                 "--",
                 &format!("-max_total_time={seconds}"),
                 "-print_final_stats=1",
-            ])
+            ]);
+        let dict = root.join("fuzz/dicts").join(format!("{target}.dict"));
+        if dict.is_file() {
+            cmd.arg(format!("-dict={}", dict.display()));
+        }
+        cmd
             // One build directory for the fuzz crate, beside the workspace's.
             .env("CARGO_TARGET_DIR", root.join("target/fuzz-build"))
             .stdin(Stdio::null())
@@ -220,10 +242,13 @@ fn seeds(root: &Path) -> Result<BTreeMap<&'static str, BTreeSet<Vec<u8>>>, Strin
         json.len(),
         commands.len()
     );
+    let http = http_seeds::seeds();
+    println!("xtask: {} http_request seeds", http.len());
     Ok(BTreeMap::from([
         ("json_restore", json),
         ("binary_decode", binary),
         ("command_sequence", commands),
+        ("http_request", http),
     ]))
 }
 

@@ -109,10 +109,11 @@ fn print_help() {
     println!("  publish-check");
     println!("           cargo publish --workspace --dry-run --allow-dirty: package the seven");
     println!("           library crates and build each from its package (needs crates.io)");
-    println!("  fuzz [--seconds N] [binary_decode|json_restore|command_sequence]...");
+    println!("  fuzz [--seconds N] [binary_decode|json_restore|command_sequence|http_request]...");
     println!("           run the cargo-fuzz targets of fuzz/ one after another (stable, no");
     println!("           sanitizer), N seconds each (default 60), on target/fuzz-corpus/");
-    println!("           seeded from the conformance traces; installs the pinned");
+    println!("           seeded from the conformance traces (http_request: from request");
+    println!("           sequences of xtask/src/fuzz/http_seeds.rs); installs the pinned");
     println!("           cargo-fuzz 0.13.2 when missing; logs in target/fuzz-logs/");
     println!("  tools    install the pinned cargo-insta and cargo-deny if missing or at");
     println!("           another version (ci installs cargo-deny itself; it drives insta");

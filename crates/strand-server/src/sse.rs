@@ -26,7 +26,10 @@ impl DataEncoding {
         let media = strand_engine::media_type(content_type);
         if media.eq_ignore_ascii_case("application/json") {
             Self::Json
-        } else if media.len() >= 5 && media[..5].eq_ignore_ascii_case("text/") {
+        } else if media
+            .get(..5)
+            .is_some_and(|prefix| prefix.eq_ignore_ascii_case("text/"))
+        {
             Self::Text
         } else {
             Self::Base64
@@ -164,6 +167,12 @@ mod tests {
         );
         assert_eq!(
             DataEncoding::for_content_type("image/png"),
+            DataEncoding::Base64
+        );
+        // A multi-byte character across byte 5 is no `text/` prefix (it
+        // once panicked slicing there).
+        assert_eq!(
+            DataEncoding::for_content_type("text\u{e9}/plain"),
             DataEncoding::Base64
         );
     }

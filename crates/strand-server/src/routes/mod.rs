@@ -141,7 +141,13 @@ async fn raft_message(state: &AppState, rest: &str, request: Request) -> Respons
     let Some((group, kind)) = rest.split_once('/') else {
         return (StatusCode::NOT_FOUND, "no such raft route\n").into_response();
     };
-    let Ok(group) = group.parse::<usize>() else {
+    // A group this node does not have is no route either (an in-memory
+    // node has none): the log's "no replicated group" was a 500.
+    let Some(group) = group
+        .parse::<usize>()
+        .ok()
+        .filter(|&g| state.engine.is_replicated() && g < state.engine.group_count())
+    else {
         return (StatusCode::NOT_FOUND, "no such group\n").into_response();
     };
     // A node in memory has no Raft groups, and a durable one only its
