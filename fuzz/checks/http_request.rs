@@ -570,7 +570,21 @@ fn names_sentinel(request: &Parsed) -> bool {
         })
 }
 
-async fn exchange(state: AppState, request: Parsed, max_frames: usize) -> Outcome {
+async fn exchange(mut state: AppState, request: Parsed, max_frames: usize) -> Outcome {
+    // The operator routes go to the admin listener's state, as an operator
+    // sends them; everything else to the client listener's.
+    let path = request.uri.path();
+    if path.starts_with("/__strand/")
+        && ![
+            "/__strand/raft/",
+            "/__strand/integrity/",
+            "/__strand/health",
+        ]
+        .iter()
+        .any(|p| path.starts_with(p))
+    {
+        state.plane = strand_server::state::Plane::Admin;
+    }
     let mut builder = Request::builder().method(request.method).uri(request.uri);
     if let Some(headers) = builder.headers_mut() {
         *headers = request.headers;
@@ -627,6 +641,7 @@ async fn service(requests: Vec<Parsed>) {
             config.max_live_readers_per_token,
         )),
         cold: None,
+        plane: strand_server::state::Plane::Client,
     };
     let mut boundaries = Boundaries::default();
     let setup = SETUP_REQUESTS.with(Vec::clone);

@@ -150,19 +150,6 @@ async fn raft_message(state: &AppState, rest: &str, request: Request) -> Respons
     else {
         return (StatusCode::NOT_FOUND, "no such group\n").into_response();
     };
-    // A node in memory has no Raft groups, and a durable one only its
-    // `--groups`: a message for any other is the sender's mistake, not a
-    // server error.
-    if !state.engine.is_replicated() {
-        return (
-            StatusCode::NOT_FOUND,
-            "this node keeps its groups in memory: it has no Raft group\n",
-        )
-            .into_response();
-    }
-    if group >= state.engine.group_count() {
-        return (StatusCode::NOT_FOUND, "no such group\n").into_response();
-    }
     let kind = kind.to_owned();
     let body = match axum::body::to_bytes(request.into_body(), 256 << 20).await {
         Ok(b) => b.to_vec(),
