@@ -55,7 +55,7 @@ pub use batch::{
     BATCH_PATH, BATCHES_IN_FLIGHT, BatchRefused, MAX_BATCH_BODY, MAX_BATCH_MESSAGES,
     MAX_BATCHED_BYTES, NetworkStats, serve_batch,
 };
-pub use log_store::{Fsync, LogStore, Recovery};
+pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
 pub use network::{CLUSTER_TOKEN_HEADER, ClusterLinks};
 pub use segment::LogError;
 pub use state_machine::{GroupStateMachine, SnapshotBuilder};
