@@ -59,8 +59,10 @@ const KIND_COMMITTED: u8 = 3;
 const KIND_TRUNCATE: u8 = 4;
 const KIND_PURGE: u8 = 5;
 
-/// A segment grows to about this size before the next one starts.
-const SEGMENT_BYTES: u64 = 64 << 20;
+/// A segment grows to about this size before the next one starts. Purges
+/// free the disk a whole segment at a time, so this is the slack of the
+/// log's size on disk beyond what the snapshot limits keep.
+const SEGMENT_BYTES: u64 = 16 << 20;
 
 /// The cache of the log's newest entries keeps at most this many bytes
 /// (of their records) of entries already written; entries the writer has
