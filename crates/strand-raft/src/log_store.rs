@@ -1404,6 +1404,15 @@ mod disk {
 
     const KIB: usize = 1 << 10;
 
+    #[test]
+    fn an_index_slot_is_small() {
+        assert!(
+            std::mem::size_of::<Slot>() <= 56,
+            "{}",
+            std::mem::size_of::<Slot>()
+        );
+    }
+
     #[tokio::test]
     async fn entries_that_left_the_cache_read_back_byte_exact() {
         let dir = tempfile::tempdir().unwrap();
