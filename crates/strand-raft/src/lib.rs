@@ -55,7 +55,7 @@ pub use batch::{
     BATCH_PATH, BATCHES_IN_FLIGHT, BatchRefused, MAX_BATCH_BODY, MAX_BATCH_MESSAGES,
     MAX_BATCHED_BYTES, NetworkStats, serve_batch,
 };
-pub use log_store::{Fsync, LogStore, Recovery};
+pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
 pub use network::{CLUSTER_TOKEN_HEADER, ClusterLinks};
 pub use segment::LogError;
 pub use state_machine::{GroupStateMachine, SnapshotBuilder};
@@ -67,6 +67,9 @@ pub const DEFAULT_SNAPSHOT_CHUNK_BYTES: u64 = 3 << 20;
 /// The largest [`DurableOptions::snapshot_chunk_bytes`]: 64 MiB (a peer
 /// takes Raft messages of at most 256 MiB).
 pub const MAX_SNAPSHOT_CHUNK_BYTES: u64 = 64 << 20;
+
+/// The default [`DurableOptions::snapshot_log_bytes`]: 64 MiB.
+pub const DEFAULT_SNAPSHOT_LOG_BYTES: u64 = 64 << 20;
 
 /// How a durable node is set up.
 #[derive(Debug, Clone)]
@@ -80,6 +83,12 @@ pub struct DurableOptions {
     /// A group takes a snapshot (and purges its log) after this many
     /// entries.
     pub snapshot_every: u64,
+    /// A group also takes a snapshot once the entries it applied since its
+    /// last snapshot hold this many bytes of log records, however few they
+    /// are; after a snapshot the log keeps at most half as many bytes of
+    /// the entries it covers (and at most `min(snapshot_every, 1000)` of
+    /// them). Default [`DEFAULT_SNAPSHOT_LOG_BYTES`].
+    pub snapshot_log_bytes: u64,
     /// The size of the chunks a leader sends a snapshot to a follower in
     /// (each one RPC; the snapshot is read from its file chunk by chunk).
     /// Default [`DEFAULT_SNAPSHOT_CHUNK_BYTES`].
@@ -107,6 +116,7 @@ impl DurableOptions {
             fsync: Fsync::Always,
             node_id: 1,
             snapshot_every: 20_000,
+            snapshot_log_bytes: DEFAULT_SNAPSHOT_LOG_BYTES,
             snapshot_chunk_bytes: DEFAULT_SNAPSHOT_CHUNK_BYTES,
             leader_timeout: Duration::from_secs(30),
             peers: BTreeMap::new(),
@@ -351,6 +361,12 @@ pub async fn start_durable(
             .await
         }
         .map_err(|e| raft_err(&e))?;
+        tokio::spawn(snapshot_by_bytes(
+            group,
+            raft.clone(),
+            log_handle.clone(),
+            options.snapshot_log_bytes.max(1),
+        ));
         let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
         // A single node initializes itself; a cluster is initialized once,
         // by its lowest node id, with every member.
@@ -392,6 +408,59 @@ pub async fn start_durable(
         }
     }
     Ok(engine)
+}
+
+/// How long a snapshot this node asked for may take before it may ask
+/// again (openraft drops the request when a snapshot is being built; the
+/// one being built then usually ends the wait first).
+const SNAPSHOT_RETRY: Duration = Duration::from_secs(60);
+
+/// Watches a group's log by bytes, beside openraft's own policy (every
+/// `snapshot_every` entries): asks for a snapshot once the entries applied
+/// since the last one hold `limit` bytes of log records (one request at a
+/// time: the next only once the snapshot moved, or after
+/// [`SNAPSHOT_RETRY`]), and after each new snapshot purges the log so that
+/// at most `limit / 2` bytes of the entries it covers stay (openraft
+/// delays a purge while a replication still reads those entries). Ends
+/// when the node shuts down.
+async fn snapshot_by_bytes(group: usize, raft: Raft<TypeConfig>, log: LogStore, limit: u64) {
+    let keep = limit / 2;
+    let mut metrics = raft.data_metrics();
+    let mut purged_for = None;
+    let mut asked: Option<(Option<openraft::LogId<NodeId>>, std::time::Instant)> = None;
+    loop {
+        let (snapshot, applied) = {
+            let m = metrics.borrow_and_update();
+            (m.snapshot, m.last_applied)
+        };
+        if snapshot != purged_for {
+            purged_for = snapshot;
+            if let Some(upto) = snapshot.and_then(|s| log.purge_point(s.index, keep)) {
+                tracing::debug!(group, upto, "purging the log by bytes");
+                if raft.trigger().purge_log(upto).await.is_err() {
+                    break;
+                }
+            }
+        }
+        if let Some((at, since)) = asked
+            && (snapshot != at || since.elapsed() >= SNAPSHOT_RETRY)
+        {
+            asked = None;
+        }
+        if asked.is_none() {
+            let bytes = log.bytes_between(snapshot.map(|s| s.index), applied.map(|a| a.index));
+            if bytes >= limit {
+                tracing::debug!(group, bytes, "snapshot by bytes");
+                if raft.trigger().snapshot().await.is_err() {
+                    break;
+                }
+                asked = Some((snapshot, std::time::Instant::now()));
+            }
+        }
+        if metrics.changed().await.is_err() {
+            break;
+        }
+    }
 }
 
 /// A group's directory under a data directory.

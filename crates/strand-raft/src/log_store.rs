@@ -6,14 +6,24 @@
 //! entries from an index on) and a purge (drop entries up to a log id).
 //! Every new segment starts with the current vote, committed id and purge
 //! point, so a segment whose entries are all purged can be deleted whole.
-//! Recovery replays the segments in order into memory; entries stay in
-//! memory until purged (after a snapshot).
+//!
+//! Memory holds an index of the entries, not the entries: per entry its
+//! log id, segment, offset and record length ([`Slot`], in a `VecDeque`:
+//! indexes are contiguous), plus a cache of the newest entries bounded in
+//! bytes ([`CACHE_BYTES`]) that also holds every entry the writer thread
+//! has not written yet. A read (openraft's replication, apply, and the
+//! replay after a restart all go through [`RaftLogReader`]) takes what it
+//! can from the cache and reads the rest back from the segment files:
+//! positional reads on a few cached read-only handles, each record's
+//! checksum checked, then decoded. Recovery scans the segments in order
+//! and builds the index, decoding only each entry's log id; the cache
+//! starts empty.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -28,7 +38,7 @@ use openraft::{
 
 use strand_engine::{GroupEntry, LogStats};
 
-use crate::segment::{LogError, Tail, encode_record, scan};
+use crate::segment::{HEADER_LEN, LogError, Tail, check_record, encode_record, scan};
 use crate::types::{NodeId, TypeConfig};
 
 /// When the log store calls fsync.
@@ -49,8 +59,23 @@ const KIND_COMMITTED: u8 = 3;
 const KIND_TRUNCATE: u8 = 4;
 const KIND_PURGE: u8 = 5;
 
-/// A segment grows to about this size before the next one starts.
-const SEGMENT_BYTES: u64 = 64 << 20;
+/// A segment grows to about this size before the next one starts. Purges
+/// free the disk a whole segment at a time, so this is the slack of the
+/// log's size on disk beyond what the snapshot limits keep.
+const SEGMENT_BYTES: u64 = 16 << 20;
+
+/// The cache of the log's newest entries keeps at most this many bytes
+/// (of their records) of entries already written; entries the writer has
+/// not written yet stay cached whatever their size.
+pub const CACHE_BYTES: u64 = 8 << 20;
+
+/// A limited read (`limited_get_log_entries`: what a leader sends a
+/// follower in one append) returns at most this many bytes of records,
+/// and at least one entry.
+const READ_BYTES: u64 = 4 << 20;
+
+/// Read-only segment handles kept open for reads.
+const OPEN_FILES: usize = 8;
 
 /// A completion callback of the writer thread.
 type Done = Box<dyn FnOnce(Result<(), String>) + Send>;
@@ -73,23 +98,334 @@ struct Job {
     entries: u64,
     /// Proposals those entries hold ([`proposals_in`]).
     proposals: u64,
+    /// Each entry record's log id and offset in `bytes`, so the writer can
+    /// tell the index where it landed.
+    located: Vec<(LogId<NodeId>, u64)>,
     done: Option<Done>,
 }
 
-/// The entries, vote and ids the store holds, in memory.
-#[derive(Default)]
+/// One entry of the index.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    log_id: LogId<NodeId>,
+    /// The segment holding the entry's record; 0 (no segment has that
+    /// number) until the writer thread has written it.
+    seg: u64,
+    /// The record's byte offset in its segment.
+    offset: u64,
+    /// The record's length, header included.
+    len: u32,
+    /// Record bytes of the entries up to this one, counted from an
+    /// arbitrary origin (differences between slots are what count).
+    end: u64,
+}
+
+/// Where to read one entry's record.
+#[derive(Debug, Clone, Copy)]
+struct Located {
+    index: u64,
+    log_id: LogId<NodeId>,
+    seg: u64,
+    offset: u64,
+    len: u32,
+}
+
+/// The store's state in memory: the index of its entries, the cache of
+/// the newest ones, the vote and ids.
 struct Mem {
-    entries: BTreeMap<u64, Entry<TypeConfig>>,
+    /// The index of `slots[0]` (when there are none, of the next entry).
+    first: u64,
+    slots: VecDeque<Slot>,
+    /// `end` of the entry before `slots[0]`.
+    base: u64,
+    /// The newest entries, `cache_first..first + slots.len()`, each with
+    /// its record length.
+    cache: VecDeque<(Entry<TypeConfig>, u64)>,
+    cache_first: u64,
+    cache_bytes: u64,
+    /// The bytes of written entries the cache keeps.
+    cache_limit: u64,
     vote: Option<Vote<NodeId>>,
     committed: Option<LogId<NodeId>>,
     last_purged: Option<LogId<NodeId>>,
 }
 
+impl Mem {
+    fn new(cache_limit: u64) -> Self {
+        Self {
+            first: 0,
+            slots: VecDeque::new(),
+            base: 0,
+            cache: VecDeque::new(),
+            cache_first: 0,
+            cache_bytes: 0,
+            cache_limit,
+            vote: None,
+            committed: None,
+            last_purged: None,
+        }
+    }
+
+    /// The index after the last entry.
+    fn next(&self) -> u64 {
+        self.first + self.slots.len() as u64
+    }
+
+    fn last_log_id(&self) -> Option<LogId<NodeId>> {
+        self.slots.back().map(|s| s.log_id).or(self.last_purged)
+    }
+
+    fn slot(&self, index: u64) -> Option<&Slot> {
+        let at = usize::try_from(index.checked_sub(self.first)?).ok()?;
+        self.slots.get(at)
+    }
+
+    /// Adds an entry to the index (`seg` 0: not written yet). The index
+    /// must follow the last one's.
+    fn push(
+        &mut self,
+        log_id: LogId<NodeId>,
+        seg: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), String> {
+        let index = log_id.index;
+        if self.slots.is_empty() {
+            self.first = index;
+            if self.cache.is_empty() {
+                self.cache_first = index;
+            }
+        } else if index != self.next() {
+            return Err(format!(
+                "entry {index} appended where entry {} was expected",
+                self.next()
+            ));
+        }
+        let end = self.slots.back().map_or(self.base, |s| s.end) + len;
+        self.slots.push_back(Slot {
+            log_id,
+            seg,
+            offset,
+            len: u32::try_from(len).unwrap_or(u32::MAX),
+            end,
+        });
+        Ok(())
+    }
+
+    /// Adds an entry not written yet: to the index and to the cache.
+    fn append(&mut self, entry: Entry<TypeConfig>, len: u64) -> Result<(), String> {
+        self.push(*entry.get_log_id(), 0, 0, len)?;
+        self.cache.push_back((entry, len));
+        self.cache_bytes += len;
+        Ok(())
+    }
+
+    /// Drops the entries from `since` on.
+    fn truncate(&mut self, since: u64) {
+        let keep = since
+            .saturating_sub(self.first)
+            .min(self.slots.len() as u64);
+        self.slots.truncate(keep as usize);
+        let next = self.next();
+        while self.cache_first + self.cache.len() as u64 > next {
+            match self.cache.pop_back() {
+                Some((_, len)) => self.cache_bytes -= len,
+                None => break,
+            }
+        }
+        if self.cache.is_empty() {
+            self.cache_first = next;
+        }
+    }
+
+    /// Drops the entries up to `upto` (inclusive).
+    fn purge(&mut self, upto: LogId<NodeId>) {
+        let gone = (upto.index + 1)
+            .saturating_sub(self.first)
+            .min(self.slots.len() as u64);
+        for slot in self.slots.drain(..gone as usize) {
+            self.base = slot.end;
+        }
+        self.first = self.first.max(upto.index + 1);
+        while self.cache_first < self.first {
+            match self.cache.pop_front() {
+                Some((_, len)) => {
+                    self.cache_bytes -= len;
+                    self.cache_first += 1;
+                }
+                None => {
+                    self.cache_first = self.first;
+                }
+            }
+        }
+        self.last_purged = Some(upto);
+    }
+
+    /// The writer thread wrote entry `log_id`'s record at `offset` of
+    /// segment `seg`.
+    fn located(&mut self, log_id: LogId<NodeId>, seg: u64, offset: u64) {
+        let Some(at) = log_id
+            .index
+            .checked_sub(self.first)
+            .and_then(|at| usize::try_from(at).ok())
+        else {
+            return;
+        };
+        // A slot of another log id: truncated since and replaced.
+        if let Some(slot) = self.slots.get_mut(at)
+            && slot.log_id == log_id
+            && slot.seg == 0
+        {
+            slot.seg = seg;
+            slot.offset = offset;
+        }
+    }
+
+    /// Drops the oldest cached entries while the cache is over its limit
+    /// and they are written.
+    fn evict(&mut self) {
+        while self.cache_bytes > self.cache_limit {
+            if self.slot(self.cache_first).is_none_or(|s| s.seg == 0) {
+                break;
+            }
+            match self.cache.pop_front() {
+                Some((_, len)) => {
+                    self.cache_bytes -= len;
+                    self.cache_first += 1;
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Record bytes of the entries up to `index`, from the same origin as
+    /// the slots' `end` (the entries purged count as none).
+    fn bytes_upto(&self, index: Option<u64>) -> u64 {
+        match index {
+            None => self.base,
+            Some(i) if i < self.first => self.base,
+            Some(i) => self
+                .slot(i)
+                .or(self.slots.back())
+                .map_or(self.base, |s| s.end),
+        }
+    }
+}
+
+/// Read-only handles of segments, the most recently used last.
+struct SegmentFiles {
+    dir: PathBuf,
+    open: Mutex<VecDeque<(u64, Arc<File>)>>,
+}
+
+impl SegmentFiles {
+    /// A handle of segment `seq`, opened when none is kept.
+    fn get(&self, seq: u64) -> std::io::Result<Arc<File>> {
+        let mut open = lock(&self.open);
+        if let Some(at) = open.iter().position(|(s, _)| *s == seq) {
+            let kept = open.remove(at);
+            if let Some((s, file)) = kept {
+                open.push_back((s, Arc::clone(&file)));
+                return Ok(file);
+            }
+        }
+        let file = Arc::new(File::open(segment_path(&self.dir, seq))?);
+        open.push_back((seq, Arc::clone(&file)));
+        while open.len() > OPEN_FILES {
+            open.pop_front();
+        }
+        Ok(file)
+    }
+
+    /// Closes the kept handle of segment `seq` (deleted: its space is
+    /// freed once no read holds it).
+    fn forget(&self, seq: u64) {
+        lock(&self.open).retain(|(s, _)| *s != seq);
+    }
+
+    fn clear(&self) {
+        lock(&self.open).clear();
+    }
+}
+
+/// Reads `buf.len()` bytes at `offset`.
+#[cfg(unix)]
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Reads `buf.len()` bytes at `offset`.
+#[cfg(windows)]
+fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                let (_, rest) = std::mem::take(&mut buf).split_at_mut(n);
+                buf = rest;
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 struct Shared {
-    mem: Mutex<Mem>,
+    mem: Arc<Mutex<Mem>>,
+    files: Arc<SegmentFiles>,
     tx: Mutex<Option<std_mpsc::Sender<Job>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     counters: Arc<Counters>,
+}
+
+impl Shared {
+    /// Reads entries back from their segments, in order. An entry purged
+    /// meanwhile (its segment may be gone) is left out: purges drop a
+    /// prefix, so what is returned stays contiguous.
+    ///
+    /// # Errors
+    /// The index of an entry that cannot be read, and why.
+    fn read_back(&self, wanted: &[Located]) -> Result<Vec<Entry<TypeConfig>>, (u64, String)> {
+        let mut out = Vec::with_capacity(wanted.len());
+        for at in wanted {
+            match self.read_one(at) {
+                Ok(entry) => out.push(entry),
+                Err(_) if at.index < lock(&self.mem).first => out.clear(),
+                Err(reason) => return Err((at.index, reason)),
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_one(&self, at: &Located) -> Result<Entry<TypeConfig>, String> {
+        let path = segment_path(&self.files.dir, at.seg);
+        let fail = |reason: String| {
+            format!(
+                "{}: log record at byte {} (entry {}): {reason}",
+                path.display(),
+                at.offset,
+                at.index
+            )
+        };
+        let file = self.files.get(at.seg).map_err(|e| fail(e.to_string()))?;
+        let mut buf = vec![0u8; at.len as usize];
+        read_at(&file, &mut buf, at.offset).map_err(|e| fail(e.to_string()))?;
+        let (kind, body) = check_record(&buf).map_err(fail)?;
+        if kind != KIND_ENTRY {
+            return Err(fail(format!("a record of kind {kind}, not an entry")));
+        }
+        let entry: Entry<TypeConfig> = rmp_serde::from_slice(body)
+            .map_err(|e| fail(format!("an intact record that does not decode: {e}")))?;
+        if entry.log_id != at.log_id {
+            return Err(fail(format!(
+                "holds entry {} where the index has {}",
+                entry.log_id, at.log_id
+            )));
+        }
+        Ok(entry)
+    }
 }
 
 /// The writer thread's counters ([`LogStats`]), updated once per batch.
@@ -160,8 +496,28 @@ pub struct Recovery {
     pub segments: usize,
     /// Records replayed.
     pub records: usize,
+    /// Entries the recovered log holds (indexed, not in memory).
+    pub entries: usize,
     /// A torn tail that was truncated: the file, offset and reason.
     pub truncated: Option<(PathBuf, u64, String)>,
+}
+
+/// The sizes a log store works with (tests shrink them).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sizes {
+    /// [`SEGMENT_BYTES`].
+    pub(crate) segment: u64,
+    /// [`CACHE_BYTES`].
+    pub(crate) cache: u64,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Self {
+            segment: SEGMENT_BYTES,
+            cache: CACHE_BYTES,
+        }
+    }
 }
 
 fn segment_path(dir: &Path, seq: u64) -> PathBuf {
@@ -183,12 +539,22 @@ fn corrupt(path: &Path, offset: u64, reason: String) -> LogError {
 }
 
 impl LogStore {
-    /// Opens (or creates) the log in `dir`, recovering what it holds.
+    /// Opens (or creates) the log in `dir`, recovering what it holds: the
+    /// index of its entries (the entries stay on disk).
     ///
     /// # Errors
     /// An I/O error, or a damaged record that is not a torn tail
     /// ([`LogError::Corrupt`] names the file and byte offset).
     pub fn open(dir: &Path, fsync: Fsync) -> Result<(Self, Recovery), LogError> {
+        Self::open_sized(dir, fsync, Sizes::default())
+    }
+
+    /// [`LogStore::open`] with other segment and cache sizes.
+    pub(crate) fn open_sized(
+        dir: &Path,
+        fsync: Fsync,
+        sizes: Sizes,
+    ) -> Result<(Self, Recovery), LogError> {
         std::fs::create_dir_all(dir).map_err(|e| LogError::io(dir, e))?;
         let mut seqs: Vec<u64> = Vec::new();
         for item in std::fs::read_dir(dir).map_err(|e| LogError::io(dir, e))? {
@@ -197,12 +563,13 @@ impl LogStore {
             let name = name.to_string_lossy();
             if let Some(stem) = name.strip_suffix(".seg")
                 && let Ok(seq) = stem.parse::<u64>()
+                && seq > 0
             {
                 seqs.push(seq);
             }
         }
         seqs.sort_unstable();
-        let mut mem = Mem::default();
+        let mut mem = Mem::new(sizes.cache);
         let mut recovery = Recovery::default();
         let mut seg_max: BTreeMap<u64, Option<u64>> = BTreeMap::new();
         let mut current_len = 0u64;
@@ -213,14 +580,25 @@ impl LogStore {
             let (records, tail) = scan(&path, &bytes, last)?;
             let mut max = None;
             for record in &records {
-                replay(&mut mem, &path, record.offset, record.kind, record.body)?;
+                let len = (HEADER_LEN + 1 + record.body.len()) as u64;
+                replay(
+                    &mut mem,
+                    &path,
+                    seq,
+                    record.offset,
+                    len,
+                    record.kind,
+                    record.body,
+                )?;
                 if record.kind == KIND_ENTRY {
-                    max = mem.entries.keys().next_back().copied().max(max);
+                    max = mem.next().checked_sub(1).max(max);
                 }
             }
             recovery.records += records.len();
             seg_max.insert(seq, max);
             current_len = bytes.len() as u64;
+            drop(records);
+            drop(bytes);
             if let Tail::Torn { offset, reason } = tail {
                 tracing::warn!(
                     file = %path.display(),
@@ -240,6 +618,8 @@ impl LogStore {
             }
         }
         recovery.segments = seqs.len();
+        recovery.entries = mem.slots.len();
+        mem.cache_first = mem.next();
         let (seq, fresh) = match seqs.last() {
             Some(&s) => (s, false),
             None => (1, true),
@@ -256,8 +636,14 @@ impl LogStore {
         }
         let header = header_records(&mem);
         let counters = Arc::new(Counters::default());
+        let mem = Arc::new(Mutex::new(mem));
+        let files = Arc::new(SegmentFiles {
+            dir: dir.to_path_buf(),
+            open: Mutex::new(VecDeque::new()),
+        });
         let shared = Arc::new(Shared {
-            mem: Mutex::new(mem),
+            mem: Arc::clone(&mem),
+            files: Arc::clone(&files),
             tx: Mutex::new(None),
             writer: Mutex::new(None),
             counters: Arc::clone(&counters),
@@ -269,9 +655,12 @@ impl LogStore {
             file,
             seq,
             len: current_len,
+            segment_bytes: sizes.segment,
             seg_max,
             header,
             counters,
+            mem,
+            files,
         };
         let handle = std::thread::Builder::new()
             .name("strand-log".to_owned())
@@ -306,9 +695,45 @@ impl LogStore {
             .unwrap_or_else(|_| Err("the log writer has stopped".to_owned()))
     }
 
-    /// The entries held in memory, for tests and tools.
+    /// The entries the log holds (on disk or cached), for tests and tools.
     pub fn entry_count(&self) -> usize {
-        self.mem().entries.len()
+        self.mem().slots.len()
+    }
+
+    /// The entries the cache holds, for tests and tools.
+    pub fn cached_entries(&self) -> usize {
+        self.mem().cache.len()
+    }
+
+    /// The record bytes of the entries the cache holds, for tests and
+    /// tools: at most [`CACHE_BYTES`] once the writer has written them.
+    pub fn cached_bytes(&self) -> u64 {
+        self.mem().cache_bytes
+    }
+
+    /// The record bytes of the entries after index `after` up to index
+    /// `upto` (both `None` for "before the first entry"), as far as the
+    /// log still holds them.
+    pub fn bytes_between(&self, after: Option<u64>, upto: Option<u64>) -> u64 {
+        let mem = self.mem();
+        mem.bytes_upto(upto).saturating_sub(mem.bytes_upto(after))
+    }
+
+    /// The index to purge up to (inclusive) so that at most `keep` bytes
+    /// of records of the entries up to `snapshot` stay in the log; `None`
+    /// when they already fit.
+    pub fn purge_point(&self, snapshot: u64, keep: u64) -> Option<u64> {
+        let mem = self.mem();
+        if snapshot < mem.first {
+            return None;
+        }
+        let covered = mem.bytes_upto(Some(snapshot));
+        if covered - mem.base <= keep {
+            return None;
+        }
+        let target = covered - keep;
+        let at = mem.slots.partition_point(|s| s.end < target) as u64;
+        Some((mem.first + at).min(snapshot))
     }
 
     /// The writer thread's counters since the log was opened: batches,
@@ -331,6 +756,124 @@ impl LogStore {
         if let Some(handle) = handle {
             let _ = handle.join();
         }
+        self.shared.files.clear();
+    }
+
+    /// The entries of `range` the log holds, in order, at most `limit`
+    /// bytes of records of them (and at least one): the cached ones from
+    /// the cache, the others read back from their segments on a blocking
+    /// thread.
+    async fn read<RB: RangeBounds<u64>>(
+        &self,
+        range: RB,
+        limit: u64,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        let mut on_disk = Vec::new();
+        let mut cached = Vec::new();
+        {
+            let mem = self.mem();
+            let start = match range.start_bound() {
+                Bound::Included(s) => *s,
+                Bound::Excluded(s) => s.saturating_add(1),
+                Bound::Unbounded => 0,
+            }
+            .max(mem.first);
+            let end = match range.end_bound() {
+                Bound::Included(e) => e.saturating_add(1),
+                Bound::Excluded(e) => *e,
+                Bound::Unbounded => u64::MAX,
+            }
+            .min(mem.next());
+            let mut bytes = 0u64;
+            for index in start..end {
+                let Some(slot) = mem.slot(index) else { break };
+                let len = u64::from(slot.len);
+                if bytes > 0 && bytes.saturating_add(len) > limit {
+                    break;
+                }
+                bytes += len;
+                if index >= mem.cache_first {
+                    let at = (index - mem.cache_first) as usize;
+                    match mem.cache.get(at) {
+                        Some((entry, _)) => cached.push(entry.clone()),
+                        None => break,
+                    }
+                } else if slot.seg == 0 {
+                    // Cannot happen: only written entries leave the cache.
+                    return Err(StorageError::IO {
+                        source: StorageIOError::read_log_at_index(
+                            index,
+                            AnyError::error("an entry neither cached nor written"),
+                        ),
+                    });
+                } else {
+                    on_disk.push(Located {
+                        index,
+                        log_id: slot.log_id,
+                        seg: slot.seg,
+                        offset: slot.offset,
+                        len: slot.len,
+                    });
+                }
+            }
+        }
+        if on_disk.is_empty() {
+            return Ok(cached);
+        }
+        let shared = Arc::clone(&self.shared);
+        let mut entries = tokio::task::spawn_blocking(move || shared.read_back(&on_disk))
+            .await
+            .map_err(|e| StorageError::IO {
+                source: StorageIOError::read_logs(AnyError::error(e)),
+            })?
+            .map_err(|(index, reason)| StorageError::IO {
+                source: StorageIOError::read_log_at_index(index, AnyError::error(reason)),
+            })?;
+        entries.extend(cached);
+        Ok(entries)
+    }
+
+    /// Appends entries: each goes into the index and the cache at once,
+    /// and to the writer thread, which calls `done` once they are on disk.
+    ///
+    /// # Errors
+    /// An entry that does not encode or follow the log, or a stopped
+    /// writer.
+    fn append_entries<I>(&self, entries: I, done: Done) -> Result<(), String>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>>,
+    {
+        let mut bytes = Vec::new();
+        let mut located = Vec::new();
+        let mut max_index = None;
+        let (mut count, mut proposals) = (0u64, 0u64);
+        {
+            let mut mem = self.mem();
+            for entry in entries {
+                let body = encode(&entry)?;
+                let at = bytes.len();
+                encode_record(KIND_ENTRY, &body, &mut bytes);
+                let log_id = *entry.get_log_id();
+                max_index = Some(log_id.index);
+                count += 1;
+                proposals += proposals_in(&entry);
+                mem.append(entry, (bytes.len() - at) as u64)?;
+                located.push((log_id, at as u64));
+            }
+        }
+        let job = Job {
+            bytes,
+            kind: KIND_ENTRY,
+            max_index,
+            purge_upto: None,
+            sync: true,
+            record_len: 0,
+            entries: count,
+            proposals,
+            located,
+            done: Some(done),
+        };
+        self.send(job)
     }
 }
 
@@ -359,18 +902,33 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, String> {
     rmp_serde::to_vec_named(value).map_err(|e| e.to_string())
 }
 
-/// Applies one recovered record to the in-memory state.
-fn replay(mem: &mut Mem, path: &Path, offset: u64, kind: u8, body: &[u8]) -> Result<(), LogError> {
+/// An entry record's log id, decoded without its payload (which is
+/// skipped over, not copied).
+#[derive(serde::Deserialize)]
+struct EntryHead {
+    log_id: LogId<NodeId>,
+}
+
+/// Applies one recovered record (at `offset` of segment `seq`, `len`
+/// bytes) to the index and state.
+fn replay(
+    mem: &mut Mem,
+    path: &Path,
+    seq: u64,
+    offset: u64,
+    len: u64,
+    kind: u8,
+    body: &[u8],
+) -> Result<(), LogError> {
     match kind {
         KIND_ENTRY => {
-            let entry: Entry<TypeConfig> = decode(path, offset, body)?;
-            let index = entry.get_log_id().index;
-            let expected = mem
-                .entries
-                .keys()
-                .next_back()
-                .map(|i| i + 1)
-                .or_else(|| mem.last_purged.map(|l| l.index + 1));
+            let head: EntryHead = decode(path, offset, body)?;
+            let index = head.log_id.index;
+            let expected = if mem.slots.is_empty() {
+                mem.last_purged.map(|l| l.index + 1)
+            } else {
+                Some(mem.next())
+            };
             if let Some(expected) = expected
                 && index != expected
             {
@@ -380,19 +938,18 @@ fn replay(mem: &mut Mem, path: &Path, offset: u64, kind: u8, body: &[u8]) -> Res
                     format!("entry {index} where entry {expected} was expected"),
                 ));
             }
-            mem.entries.insert(index, entry);
+            mem.push(head.log_id, seq, offset, len)
+                .map_err(|e| corrupt(path, offset, e))?;
         }
         KIND_VOTE => mem.vote = Some(decode(path, offset, body)?),
         KIND_COMMITTED => mem.committed = decode(path, offset, body)?,
         KIND_TRUNCATE => {
             let since: LogId<NodeId> = decode(path, offset, body)?;
-            mem.entries.split_off(&since.index);
+            mem.truncate(since.index);
         }
         KIND_PURGE => {
             let upto: LogId<NodeId> = decode(path, offset, body)?;
-            let keep = mem.entries.split_off(&(upto.index + 1));
-            mem.entries = keep;
-            mem.last_purged = Some(upto);
+            mem.purge(upto);
         }
         other => {
             return Err(corrupt(
@@ -433,11 +990,17 @@ struct Writer {
     file: File,
     seq: u64,
     len: u64,
+    /// A segment grows to about this size before the next one starts.
+    segment_bytes: u64,
     /// Each segment's highest entry index.
     seg_max: BTreeMap<u64, Option<u64>>,
     /// The latest vote, committed and purge records (for a new segment).
     header: [Option<Vec<u8>>; 3],
     counters: Arc<Counters>,
+    /// The store's index, told where each entry landed.
+    mem: Arc<Mutex<Mem>>,
+    /// The readers' handles, closed when their segment is deleted.
+    files: Arc<SegmentFiles>,
 }
 
 impl Writer {
@@ -460,7 +1023,7 @@ impl Writer {
                 }
             }
             if result.is_ok()
-                && self.len >= SEGMENT_BYTES
+                && self.len >= self.segment_bytes
                 && let Err(e) = self.roll()
             {
                 tracing::error!(dir = %self.dir.display(), error = %e, "cannot start a new log segment");
@@ -472,8 +1035,11 @@ impl Writer {
         let mut buf = Vec::new();
         let mut sync = false;
         let mut purge = None;
+        let mut placed = Vec::new();
         let (mut entries, mut proposals) = (0u64, 0u64);
         for job in batch.iter_mut() {
+            let at = self.len + buf.len() as u64;
+            placed.extend(job.located.drain(..).map(|(id, rel)| (id, at + rel)));
             buf.append(&mut job.bytes);
             sync |= job.sync;
             entries += job.entries;
@@ -500,6 +1066,15 @@ impl Writer {
         }
         self.file.write_all(&buf).map_err(|e| e.to_string())?;
         self.len += buf.len() as u64;
+        if !placed.is_empty() {
+            // Readable from here on (the page cache serves positional
+            // reads before the fsync), so the cache may let them go.
+            let mut mem = lock(&self.mem);
+            for (log_id, offset) in placed {
+                mem.located(log_id, self.seq, offset);
+            }
+            mem.evict();
+        }
         let mut fsync = None;
         if sync && self.fsync == Fsync::Always {
             let started = Instant::now();
@@ -552,6 +1127,7 @@ impl Writer {
             match std::fs::remove_file(&path) {
                 Ok(()) => {
                     self.seg_max.remove(&seq);
+                    self.files.forget(seq);
                 }
                 Err(e) => {
                     tracing::warn!(file = %path.display(), error = %e, "cannot delete a purged log segment");
@@ -579,12 +1155,15 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
-        Ok(self
-            .mem()
-            .entries
-            .range(range)
-            .map(|(_, e)| e.clone())
-            .collect())
+        self.read(range, u64::MAX).await
+    }
+
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        self.read(start..end, READ_BYTES).await
     }
 }
 
@@ -593,15 +1172,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
         let mem = self.mem();
-        let last = mem
-            .entries
-            .values()
-            .next_back()
-            .map(|e| *e.get_log_id())
-            .or(mem.last_purged);
         Ok(LogState {
             last_purged_log_id: mem.last_purged,
-            last_log_id: last,
+            last_log_id: mem.last_log_id(),
         })
     }
 
@@ -645,40 +1218,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        let mut bytes = Vec::new();
-        let mut max_index = None;
-        let (mut count, mut proposals) = (0u64, 0u64);
-        {
-            let mut mem = self.mem();
-            for entry in entries {
-                let body = encode(&entry).map_err(io_err)?;
-                encode_record(KIND_ENTRY, &body, &mut bytes);
-                let index = entry.get_log_id().index;
-                max_index = Some(index);
-                count += 1;
-                proposals += proposals_in(&entry);
-                mem.entries.insert(index, entry);
-            }
-        }
-        let job = Job {
-            bytes,
-            kind: KIND_ENTRY,
-            max_index,
-            purge_upto: None,
-            sync: true,
-            record_len: 0,
-            entries: count,
-            proposals,
-            done: Some(Box::new(move |r| {
+        self.append_entries(
+            entries,
+            Box::new(move |r| {
                 callback.log_io_completed(r.map_err(std::io::Error::other));
-            })),
-        };
-        self.send(job).map_err(io_err)
+            }),
+        )
+        .map_err(io_err)
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let job = single(KIND_TRUNCATE, &encode(&log_id).map_err(io_err)?, true);
-        self.mem().entries.split_off(&log_id.index);
+        self.mem().truncate(log_id.index);
         self.send_wait(job).await.map_err(io_err)
     }
 
@@ -686,12 +1237,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Synced: older segments are deleted right after it is written.
         let mut job = single(KIND_PURGE, &encode(&log_id).map_err(io_err)?, true);
         job.purge_upto = Some(log_id.index);
-        {
-            let mut mem = self.mem();
-            let keep = mem.entries.split_off(&(log_id.index + 1));
-            mem.entries = keep;
-            mem.last_purged = Some(log_id);
-        }
+        self.mem().purge(log_id);
         self.send(job).map_err(io_err)
     }
 }
@@ -720,6 +1266,7 @@ fn single(kind: u8, body: &[u8], sync: bool) -> Job {
         record_len,
         entries: 0,
         proposals: 0,
+        located: Vec::new(),
         done: None,
     }
 }
@@ -768,6 +1315,337 @@ mod tests {
         assert_eq!((stats.writes, stats.entries, stats.fsyncs), (1, 4, 0));
         assert_eq!(stats.synced_entries, 0);
         assert_eq!(stats.entries_per_fsync(), None);
+        log.close();
+    }
+}
+
+/// The index, the cache and reads back from the segment files.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod disk {
+    use super::*;
+
+    use bytes::Bytes;
+    use openraft::CommittedLeaderId;
+    use strand::BucketStreamId;
+    use strand_engine::WriteRequest;
+
+    /// Entry `index` of `term`: an append of `size` bytes that depend on
+    /// both.
+    fn entry(index: u64, term: u64, size: usize) -> Entry<TypeConfig> {
+        let payload: Vec<u8> = (0..size as u64)
+            .map(|i| (i.wrapping_mul(31) ^ index.wrapping_mul(7) ^ term) as u8)
+            .collect();
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            payload: EntryPayload::Normal(GroupEntry::Write {
+                request: Box::new(WriteRequest {
+                    stream_id: BucketStreamId::new("acme", format!("s{}", index % 3)),
+                    content_type: None,
+                    media_type_match: true,
+                    payload: Bytes::from(payload),
+                    close: false,
+                    stream_seq: None,
+                    producer: None,
+                    record_match: None,
+                }),
+                now_ms: index,
+            }),
+        }
+    }
+
+    fn entries(range: std::ops::Range<u64>, term: u64, size: usize) -> Vec<Entry<TypeConfig>> {
+        range.map(|i| entry(i, term, size)).collect()
+    }
+
+    /// Appends and waits until the writer has written them.
+    async fn append(log: &LogStore, entries: Vec<Entry<TypeConfig>>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        log.append_entries(
+            entries,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        )
+        .unwrap();
+        rx.await.unwrap().unwrap();
+    }
+
+    /// Entries compared by their encoding, byte for byte.
+    fn assert_same(got: &[Entry<TypeConfig>], want: &[Entry<TypeConfig>]) {
+        let ids = |es: &[Entry<TypeConfig>]| es.iter().map(|e| e.log_id.index).collect::<Vec<_>>();
+        assert_eq!(ids(got), ids(want));
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g.log_id, w.log_id);
+            assert!(
+                encode(g).unwrap() == encode(w).unwrap(),
+                "entry {} differs",
+                w.log_id.index
+            );
+        }
+    }
+
+    fn small(cache: u64) -> Sizes {
+        Sizes {
+            segment: 1 << 20,
+            cache,
+        }
+    }
+
+    fn segments(dir: &Path) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+            .collect();
+        out.sort();
+        out
+    }
+
+    const KIB: usize = 1 << 10;
+
+    #[test]
+    fn an_index_slot_is_small() {
+        assert!(
+            std::mem::size_of::<Slot>() <= 56,
+            "{}",
+            std::mem::size_of::<Slot>()
+        );
+    }
+
+    #[tokio::test]
+    async fn entries_that_left_the_cache_read_back_byte_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Never, small(256 << 10)).unwrap();
+        // 80 entries of 64 KiB: 5 MiB over 1 MiB segments, a 256 KiB cache.
+        let want = entries(0..80, 1, 64 * KIB);
+        for chunk in want.chunks(5) {
+            append(&log, chunk.to_vec()).await;
+        }
+        assert_eq!(log.entry_count(), 80);
+        assert!(log.cached_bytes() <= 256 << 10, "{}", log.cached_bytes());
+        assert!(log.cached_entries() < 5, "{}", log.cached_entries());
+        assert!(segments(dir.path()).len() >= 3);
+        let mut reader = log.clone();
+        let got = reader.try_get_log_entries(0..80).await.unwrap();
+        assert_same(&got, &want);
+        // Any range, disk and cache together, bounds of either kind.
+        let got = reader.try_get_log_entries(30..=79).await.unwrap();
+        assert_same(&got, &want[30..]);
+        let got = reader.try_get_log_entries(..3).await.unwrap();
+        assert_same(&got, &want[..3]);
+        // Beyond the log: nothing, not an error.
+        assert!(reader.try_get_log_entries(80..90).await.unwrap().is_empty());
+        // A limited read stops at READ_BYTES (4 MiB of 64 KiB entries).
+        let got = reader.limited_get_log_entries(0, 80).await.unwrap();
+        assert!(!got.is_empty() && got.len() < 80, "{}", got.len());
+        assert_same(&got, &want[..got.len()]);
+        log.close();
+    }
+
+    #[tokio::test]
+    async fn a_limited_read_returns_at_least_one_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Never, small(0)).unwrap();
+        let want = entries(0..2, 1, (READ_BYTES as usize) + KIB);
+        append(&log, want.clone()).await;
+        let mut reader = log.clone();
+        let got = reader.limited_get_log_entries(0, 2).await.unwrap();
+        assert_same(&got, &want[..1]);
+        log.close();
+    }
+
+    #[tokio::test]
+    async fn a_reopened_log_indexes_its_entries_and_reads_them_from_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = entries(0..40, 1, 48 * KIB);
+        {
+            let (log, _) = LogStore::open_sized(dir.path(), Fsync::Always, small(1 << 20)).unwrap();
+            for chunk in want.chunks(7) {
+                append(&log, chunk.to_vec()).await;
+            }
+            log.close();
+        }
+        let (log, recovery) =
+            LogStore::open_sized(dir.path(), Fsync::Always, small(1 << 20)).unwrap();
+        assert_eq!(recovery.entries, 40);
+        assert_eq!(recovery.records, 40);
+        assert!(recovery.truncated.is_none());
+        assert_eq!((log.entry_count(), log.cached_entries()), (40, 0));
+        let mut store = log.clone();
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id, Some(want[39].log_id));
+        let got = store.try_get_log_entries(0..40).await.unwrap();
+        assert_same(&got, &want);
+        // The log goes on where it stopped.
+        let more = entries(40..45, 2, KIB);
+        append(&log, more.clone()).await;
+        let got = store.try_get_log_entries(38..45).await.unwrap();
+        assert_same(&got[..2], &want[38..]);
+        assert_same(&got[2..], &more);
+        log.close();
+    }
+
+    #[tokio::test]
+    async fn truncate_and_purge_keep_the_index_the_cache_and_the_files_in_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let sizes = Sizes {
+            segment: 256 << 10,
+            cache: 128 << 10,
+        };
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Always, sizes).unwrap();
+        let mut store = log.clone();
+        let first = entries(0..30, 1, 64 * KIB);
+        for chunk in first.chunks(3) {
+            append(&log, chunk.to_vec()).await;
+        }
+        // A new leader's entries replace 20.. (openraft truncates first).
+        store.truncate(first[20].log_id).await.unwrap();
+        assert_eq!(log.entry_count(), 20);
+        let second = entries(20..26, 2, 32 * KIB);
+        append(&log, second.clone()).await;
+        let mut want: Vec<Entry<TypeConfig>> = first[..20].to_vec();
+        want.extend(second.iter().cloned());
+        assert_same(&store.try_get_log_entries(0..26).await.unwrap(), &want);
+        // A truncation of cached entries, then of written ones only.
+        store.truncate(want[24].log_id).await.unwrap();
+        want.truncate(24);
+        assert_same(&store.try_get_log_entries(0..30).await.unwrap(), &want);
+        let before = segments(dir.path()).len();
+        store.purge(want[14].log_id).await.unwrap();
+        // The purge record is written (and old segments deleted) once a
+        // later write went through the writer behind it.
+        store.save_vote(&Vote::new(2, 1)).await.unwrap();
+        let after = segments(dir.path()).len();
+        assert!(after < before, "{before} → {after} segments");
+        assert_eq!(log.entry_count(), 9);
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(want[14].log_id));
+        assert_same(
+            &store.try_get_log_entries(0..30).await.unwrap(),
+            &want[15..],
+        );
+        log.close();
+        // The records replay to the same log.
+        let (log, recovery) = LogStore::open_sized(dir.path(), Fsync::Always, sizes).unwrap();
+        assert_eq!(recovery.entries, 9);
+        let mut store = log.clone();
+        assert_same(
+            &store.try_get_log_entries(0..30).await.unwrap(),
+            &want[15..],
+        );
+        assert_eq!(log.vote(), Some(Vote::new(2, 1)));
+        log.close();
+    }
+
+    #[tokio::test]
+    async fn a_purge_past_the_end_of_the_log_empties_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Never, small(1 << 20)).unwrap();
+        let mut store = log.clone();
+        append(&log, entries(0..5, 1, KIB)).await;
+        // A follower that installed a snapshot beyond its log.
+        let snapshot = entry(9, 1, 0).log_id;
+        store.purge(snapshot).await.unwrap();
+        assert_eq!((log.entry_count(), log.cached_entries()), (0, 0));
+        assert!(store.try_get_log_entries(0..20).await.unwrap().is_empty());
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id, Some(snapshot));
+        let next = entries(10..12, 1, KIB);
+        append(&log, next.clone()).await;
+        assert_same(&store.try_get_log_entries(0..20).await.unwrap(), &next);
+        log.close();
+        let (log, recovery) =
+            LogStore::open_sized(dir.path(), Fsync::Never, small(1 << 20)).unwrap();
+        assert_eq!(recovery.entries, 2);
+        assert_same(
+            &log.clone().try_get_log_entries(0..20).await.unwrap(),
+            &next,
+        );
+        log.close();
+    }
+
+    #[tokio::test]
+    async fn bytes_are_counted_per_entry_and_purge_points_keep_a_bounded_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Never, small(1 << 20)).unwrap();
+        append(&log, entries(0..10, 1, 10 * KIB)).await;
+        let one = log.bytes_between(Some(0), Some(1));
+        assert!(one > 10 * KIB as u64 && one < 11 * KIB as u64, "{one}");
+        assert_eq!(log.bytes_between(None, Some(9)), 10 * one);
+        assert_eq!(log.bytes_between(Some(3), Some(7)), 4 * one);
+        assert_eq!(log.bytes_between(Some(3), Some(100)), 6 * one);
+        assert_eq!(log.bytes_between(Some(7), Some(3)), 0);
+        // Keep at most 2.5 entries' bytes of the 8 up to the snapshot at 7:
+        // purge up to 5, keeping 6 and 7.
+        assert_eq!(log.purge_point(7, 5 * one / 2), Some(5));
+        assert_eq!(log.purge_point(7, 2 * one), Some(5));
+        assert_eq!(log.purge_point(7, 8 * one), None);
+        assert_eq!(log.purge_point(7, 0), Some(7));
+        log.clone().purge(entry(5, 1, 0).log_id).await.unwrap();
+        assert_eq!(log.bytes_between(None, Some(9)), 4 * one);
+        assert_eq!(log.purge_point(7, 2 * one), None);
+        assert_eq!(log.purge_point(3, 0), None);
+        log.close();
+    }
+
+    /// The offset of each record of a segment file.
+    fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+        let mut at = 0;
+        let mut out = Vec::new();
+        while at + HEADER_LEN <= bytes.len() {
+            out.push(at);
+            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            at += HEADER_LEN + len;
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_damaged_record_read_back_is_an_error_naming_the_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Always, small(0)).unwrap();
+        append(&log, entries(0..10, 1, 8 * KIB)).await;
+        assert_eq!(log.cached_entries(), 0);
+        let seg = segment_path(dir.path(), 1);
+        let mut bytes = std::fs::read(&seg).unwrap();
+        let offset = record_offsets(&bytes)[4];
+        bytes[offset + HEADER_LEN + 100] ^= 0x10;
+        std::fs::write(&seg, &bytes).unwrap();
+        let mut reader = log.clone();
+        assert_eq!(reader.try_get_log_entries(0..4).await.unwrap().len(), 4);
+        let err = reader.try_get_log_entries(0..10).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains(&seg.display().to_string()), "{text}");
+        assert!(text.contains(&format!("at byte {offset}")), "{text}");
+        assert!(text.contains("checksum"), "{text}");
+        log.close();
+    }
+
+    #[tokio::test]
+    async fn a_torn_last_record_is_truncated_and_the_rest_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = entries(0..6, 1, 20 * KIB);
+        {
+            let (log, _) = LogStore::open_sized(dir.path(), Fsync::Always, small(0)).unwrap();
+            append(&log, want.clone()).await;
+            log.close();
+        }
+        let seg = segment_path(dir.path(), 1);
+        let bytes = std::fs::read(&seg).unwrap();
+        let last = *record_offsets(&bytes).last().unwrap();
+        std::fs::write(&seg, &bytes[..last + 5000]).unwrap();
+        let (log, recovery) = LogStore::open_sized(dir.path(), Fsync::Always, small(0)).unwrap();
+        let (file, offset, _) = recovery.truncated.unwrap();
+        assert_eq!((file, offset), (seg.clone(), last as u64));
+        assert_eq!(recovery.entries, 5);
+        assert_same(
+            &log.clone().try_get_log_entries(0..6).await.unwrap(),
+            &want[..5],
+        );
+        // The entry is appended again after the truncated bytes.
+        append(&log, want[5..].to_vec()).await;
+        assert_same(&log.clone().try_get_log_entries(0..6).await.unwrap(), &want);
         log.close();
     }
 }

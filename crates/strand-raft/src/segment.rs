@@ -75,6 +75,36 @@ pub(crate) fn encode_record(kind: u8, body: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(body);
 }
 
+/// Checks one whole record read back from a segment (`bytes` is exactly
+/// the record: header and payload) and returns its kind and body.
+///
+/// # Errors
+/// What is wrong with it: a header that does not match the record's
+/// length, or a checksum that does not match its payload.
+pub(crate) fn check_record(bytes: &[u8]) -> Result<(u8, &[u8]), String> {
+    if bytes.len() <= HEADER_LEN {
+        return Err(format!("a record of {} bytes is too short", bytes.len()));
+    }
+    let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let check = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    if len != !check || len as usize != bytes.len() - HEADER_LEN {
+        return Err(format!(
+            "damaged record header (length {len}, expected {})",
+            bytes.len() - HEADER_LEN
+        ));
+    }
+    let crc = u64::from_le_bytes([
+        bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15],
+    ]);
+    let payload = &bytes[HEADER_LEN..];
+    let mut digest = crc64fast::Digest::new();
+    digest.write(payload);
+    if digest.sum64() != crc {
+        return Err("checksum mismatch".to_owned());
+    }
+    Ok((payload[0], &payload[1..]))
+}
+
 /// One intact record of a segment.
 pub(crate) struct Record<'a> {
     /// Its byte offset in the file.
@@ -247,6 +277,20 @@ mod tests {
         let mut bytes = three();
         bytes[HEADER_LEN + 6 + 1] ^= 0xff;
         assert!(scan(Path::new("s"), &bytes, true).is_err());
+    }
+
+    #[test]
+    fn check_record_takes_an_intact_record_and_refuses_a_damaged_one() {
+        let mut one = Vec::new();
+        encode_record(7, b"body bytes", &mut one);
+        assert_eq!(check_record(&one).unwrap(), (7, &b"body bytes"[..]));
+        assert!(check_record(&one[..one.len() - 1]).is_err());
+        let mut flipped = one.clone();
+        flipped[HEADER_LEN + 2] ^= 4;
+        assert!(check_record(&flipped).unwrap_err().contains("checksum"));
+        let mut header = one;
+        header[0] ^= 1;
+        assert!(check_record(&header).unwrap_err().contains("header"));
     }
 
     #[test]

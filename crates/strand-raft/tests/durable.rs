@@ -377,3 +377,68 @@ async fn concurrent_appends_batched_into_entries_answer_each_and_replay() {
     }
     e.shutdown().await;
 }
+
+/// Whether a segment file holds a purge record (kind 5).
+fn holds_a_purge(seg: &Path) -> bool {
+    let bytes = std::fs::read(seg).unwrap_or_default();
+    record_offsets(&bytes)
+        .into_iter()
+        .any(|at| bytes.get(at + 16) == Some(&5))
+}
+
+/// A few large appends, far fewer entries than `snapshot_every`, pass
+/// `snapshot_log_bytes`: the group snapshots by bytes, then purges its
+/// log down to a tail of at most half that many bytes behind the
+/// snapshot. A restart restores the snapshot, replays the entries after
+/// it from the log files, and serves every byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_appends_snapshot_by_bytes_and_purge_the_log_by_bytes() {
+    const LIMIT: u64 = 256 << 10;
+    let tmp = tempfile::tempdir().unwrap();
+    let options = DurableOptions {
+        snapshot_every: 100_000,
+        snapshot_log_bytes: LIMIT,
+        leader_timeout: Duration::from_secs(20),
+        ..DurableOptions::new(tmp.path())
+    };
+    let clock = || Arc::new(ManualClock::new(1_000));
+    let id = BucketStreamId::new("acme", "large");
+    let large = |i: u64| vec![b'a' + (i % 26) as u8; 32 << 10];
+    let want: Vec<u8> = (0..24).flat_map(large).collect();
+    let e = start_durable(config(), clock(), &options).await.unwrap();
+    let group = e.group_for(&id);
+    e.create_stream(create(&id), true).await.unwrap();
+    // 24 appends of 32 KiB: 768 KiB, three times the limit.
+    for i in 0..24 {
+        e.write(write(&id, large(i), Some(i))).await.unwrap();
+    }
+    let seg = group_dir(tmp.path(), group)
+        .join("log")
+        .join("0000000001.seg");
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let snapshot = loop {
+        let status = e.group_status().into_iter().find(|s| s.group == group);
+        let snapshot = status.and_then(|s| s.snapshot).unwrap_or_default();
+        if snapshot.built >= 1 && holds_a_purge(&seg) {
+            break snapshot;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no snapshot and purge by bytes within 30 s: {snapshot:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    // The entries: a blank, the membership, the create, the appends.
+    let index = snapshot.index.unwrap();
+    assert!(index < 30, "{snapshot:?}");
+    assert_eq!(read_all(&e, &id).await, want);
+    e.shutdown().await;
+    // At most LIMIT / 2 bytes (four 32 KiB entries) are kept behind the
+    // latest snapshot; the entries after it are replayed.
+    let (log, recovery) = LogStore::open(seg.parent().unwrap(), Fsync::Always).unwrap();
+    log.close();
+    assert!(recovery.entries < 24, "{recovery:?}");
+    let e = start_durable(config(), clock(), &options).await.unwrap();
+    assert_eq!(read_all(&e, &id).await, want);
+    e.shutdown().await;
+}

@@ -222,6 +222,13 @@ pub struct Config {
     /// log is purged up to each snapshot.
     #[arg(long, default_value_t = 20_000)]
     pub snapshot_every: u64,
+    /// A group also snapshots once the entries it applied since its last
+    /// snapshot hold this many bytes of log records, however few entries
+    /// that is (with `--data-dir`); the log then keeps at most half as
+    /// many bytes behind the snapshot.
+    #[arg(long, default_value_t = strand_raft::DEFAULT_SNAPSHOT_LOG_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub snapshot_log_bytes: u64,
     /// The chunk size, in bytes, a leader sends a group's snapshot to a
     /// follower in (one Raft RPC each, read from the snapshot's file);
     /// 256 B to 64 MiB.

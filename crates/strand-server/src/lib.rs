@@ -130,6 +130,7 @@ pub async fn start_engine(config: &Config) -> Result<Engine, String> {
                 config::FsyncMode::Never => strand_raft::Fsync::Never,
             };
             options.snapshot_every = config.snapshot_every.max(1);
+            options.snapshot_log_bytes = config.snapshot_log_bytes.max(1);
             options.snapshot_chunk_bytes = config.snapshot_chunk_bytes;
             options.node_id = config.node_id;
             options.peers = config.peers.iter().cloned().collect();

@@ -394,3 +394,68 @@ async fn several_groups_batch_their_raft_messages() {
         node.kill9();
     }
 }
+
+/// A follower that is down while the leader takes more bytes than the
+/// leader's log cache holds ([`strand_raft::CACHE_BYTES`]) catches up
+/// from the leader's log files once it is back: the entries it lacks are
+/// read back from the segments and replicated, and no snapshot is built
+/// or sent (the snapshot limits are far away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_behind_the_log_cache_catches_up_from_the_log_files() {
+    const BODY: usize = 64 << 10;
+    let tmp = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let args = |id: u64| {
+        let mut args = process::cluster_node_args(tmp.path(), id, &ports);
+        args.extend(
+            [
+                "--snapshot-every",
+                "1000000",
+                "--snapshot-log-bytes",
+                "1073741824",
+            ]
+            .map(str::to_owned),
+        );
+        args
+    };
+    let mut nodes: Vec<Option<Server>> = (1..=3).map(|id| Some(start_args(&args(id)))).collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.as_ref().unwrap().addr).collect();
+    let leader = agreed_leader(&addrs, Duration::from_secs(60))
+        .await
+        .expect("the cluster elects a leader");
+    let via = addrs[(leader - 1) as usize];
+    let r = request(
+        via,
+        "PUT",
+        "/v1/stream/c",
+        &[("Content-Type", "text/plain".to_owned())],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let follower = (1..=3u64).find(|id| *id != leader).unwrap();
+    nodes[(follower - 1) as usize].take().unwrap().kill9();
+    // Half as much again as the leader's cache, in 64 KiB appends.
+    let appends = (strand_raft::CACHE_BYTES as usize * 3 / 2).div_ceil(BODY);
+    let mut expected = Vec::with_capacity(appends * BODY);
+    for i in 0..appends {
+        let body = vec![b'a' + (i % 26) as u8; BODY];
+        append_to(via, "/v1/stream/c", &body).await;
+        expected.extend_from_slice(&body);
+    }
+    let back = start_args(&args(follower));
+    assert!(
+        converges(back.addr, &expected).await,
+        "the follower caught up"
+    );
+    for addr in [back.addr, via] {
+        let stats = snapshot_stats(addr).await;
+        assert_eq!(stats["built"].as_u64(), Some(0), "{addr}: {stats}");
+        assert_eq!(stats["installed"].as_u64(), Some(0), "{addr}: {stats}");
+    }
+    back.kill9();
+    for node in nodes.into_iter().flatten() {
+        node.kill9();
+    }
+}
