@@ -68,8 +68,10 @@ pub const DEFAULT_SNAPSHOT_CHUNK_BYTES: u64 = 3 << 20;
 /// takes Raft messages of at most 256 MiB).
 pub const MAX_SNAPSHOT_CHUNK_BYTES: u64 = 64 << 20;
 
-/// The default [`DurableOptions::snapshot_log_bytes`]: 64 MiB.
-pub const DEFAULT_SNAPSHOT_LOG_BYTES: u64 = 64 << 20;
+/// The default [`DurableOptions::snapshot_log_bytes`]: 256 MiB. While a
+/// group's snapshot still holds its hot bytes, each snapshot rewrites them
+/// all, so a smaller figure multiplies what large appends write.
+pub const DEFAULT_SNAPSHOT_LOG_BYTES: u64 = 256 << 20;
 
 /// How a durable node is set up.
 #[derive(Debug, Clone)]
