@@ -30,6 +30,9 @@ pub const PRODUCER_EXPECTED_SEQ: HeaderName = HeaderName::from_static("producer-
 pub const PRODUCER_RECEIVED_SEQ: HeaderName = HeaderName::from_static("producer-received-seq");
 /// `Stream-SSE-Data-Encoding`.
 pub const SSE_DATA_ENCODING: HeaderName = HeaderName::from_static("stream-sse-data-encoding");
+/// `X-Accel-Buffering: no` on SSE responses: buffering proxies pass
+/// events on at once.
+pub const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 /// `Stream-Attrs` (bucketed layout): JSON stream attributes on create.
 pub const ATTRS: HeaderName = HeaderName::from_static("stream-attrs");
 /// `Stream-Record-Match` (bucketed layout): append only at this record.

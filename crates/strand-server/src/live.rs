@@ -156,6 +156,12 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
         return Err(ApiError::bad_request("live=long-poll needs an offset"));
     };
     let mut from = read_from(Some(offset_text))?;
+    // `offset=now` names a different position each time: never cached.
+    let caching = if from == ReadFrom::Tail {
+        "no-store"
+    } else {
+        cache_control(state)
+    };
     let deadline = Instant::now() + state.config.long_poll_timeout();
     let mut _permit = None;
     let mut shutdown = state.shutdown.clone();
@@ -188,6 +194,7 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
                 set(&mut out, h::CLOSED, "true");
             }
             set(&mut out, h::CURSOR, cursor);
+            set(&mut out, header::CACHE_CONTROL, caching);
             return Ok(out);
         }
         let now = Instant::now();
@@ -196,6 +203,7 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
             set(&mut out, h::NEXT_OFFSET, offsets::render(offset));
             set(&mut out, h::UP_TO_DATE, "true");
             set(&mut out, h::CURSOR, cursor);
+            set(&mut out, header::CACHE_CONTROL, caching);
             out
         };
         if now >= deadline || *shutdown.borrow() {
@@ -240,6 +248,19 @@ fn notice_read(notice: AppendNotice, content_type: String) -> HotRead {
     }
 }
 
+/// The `Cache-Control` of catch-up and long-poll responses (PROTOCOL
+/// §10.1): the bytes at an offset never change, and each long-poll answer
+/// carries a new cursor, so caches may keep them a minute and serve them
+/// stale while they revalidate; only the client's own cache with
+/// authentication on, since each token may see different streams.
+pub(crate) fn cache_control(state: &AppState) -> &'static str {
+    if state.verifier.is_some() {
+        "private, max-age=60, stale-while-revalidate=300"
+    } else {
+        "public, max-age=60, stale-while-revalidate=300"
+    }
+}
+
 /// `live=sse`: catch up, then stream new data as it arrives, a control
 /// event after every data event.
 pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> ApiResult {
@@ -279,6 +300,8 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
     let mut out = Response::new(Body::from_stream(stream));
     set(&mut out, header::CONTENT_TYPE, "text/event-stream");
     set(&mut out, header::CACHE_CONTROL, "no-cache");
+    // Proxies that buffer responses (nginx) would hold events back.
+    set(&mut out, h::X_ACCEL_BUFFERING, "no");
     if encoding == DataEncoding::Base64 {
         set(&mut out, h::SSE_DATA_ENCODING, "base64");
     }

@@ -173,6 +173,52 @@ async fn sse_binary_is_base64_and_a_close_ends_the_response() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catch_up_and_long_poll_answers_may_be_cached_and_sse_is_not_buffered() {
+    const CACHED: &str = "public, max-age=60, stale-while-revalidate=300";
+    let s = TestServer::start_with(|c| c.long_poll_timeout_ms = 50).await;
+    s.put("/v1/stream/c").text("abc").send().await;
+    let read = s.get("/v1/stream/c?offset=-1").send().await;
+    assert_eq!(read.h("cache-control"), Some(CACHED));
+    let etag = read.h("etag").unwrap().to_owned();
+    let again = s
+        .get("/v1/stream/c?offset=-1")
+        .header("if-none-match", &etag)
+        .send()
+        .await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(again.h("cache-control"), Some(CACHED));
+    // Positions that move are never cached.
+    let now = s.get("/v1/stream/c?offset=now").send().await;
+    assert_eq!(now.h("cache-control"), Some("no-store"));
+    assert_eq!(
+        s.head("/v1/stream/c").send().await.h("cache-control"),
+        Some("no-store")
+    );
+    // Long-poll: data, and a timeout, at a concrete offset; `now` is not.
+    let data = s
+        .get(&format!("/v1/stream/c?offset={}&live=long-poll", off(1)))
+        .send()
+        .await;
+    assert_eq!((data.status, data.text()), (StatusCode::OK, "bc"));
+    assert_eq!(data.h("cache-control"), Some(CACHED));
+    let idle = s
+        .get(&format!("/v1/stream/c?offset={}&live=long-poll", off(3)))
+        .send()
+        .await;
+    assert_eq!(idle.status, StatusCode::NO_CONTENT);
+    assert_eq!(idle.h("cache-control"), Some(CACHED));
+    let tail = s.get("/v1/stream/c?offset=now&live=long-poll").send().await;
+    assert_eq!(tail.status, StatusCode::NO_CONTENT);
+    assert_eq!(tail.h("cache-control"), Some("no-store"));
+    // SSE: not cached, and not buffered by proxies.
+    let sse = s.get("/v1/stream/c?offset=-1&live=sse").open().await;
+    assert_eq!(sse.headers()["cache-control"], "no-cache");
+    assert_eq!(sse.headers()["x-accel-buffering"], "no");
+    drop(sse);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_text_lines_that_begin_with_spaces_keep_them() {
     let s = TestServer::start().await;
     s.put("/v1/stream/sp").text(" two\n  lines").send().await;

@@ -578,12 +578,15 @@ async fn read(
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+    let caching = live::cache_control(state);
     if matches {
         let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
         set(not_modified.headers_mut(), header::ETAG, &tag);
+        set(not_modified.headers_mut(), header::CACHE_CONTROL, caching);
         return Ok(not_modified);
     }
     set(hs, header::ETAG, &tag);
+    set(hs, header::CACHE_CONTROL, caching);
     Ok(out)
 }
 
