@@ -129,6 +129,12 @@ pub struct Config {
     /// milliseconds (a long-poll or SSE response in progress is not idle).
     #[arg(long, default_value_t = 90_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout_ms: u64,
+    /// The URL clients reach this server at, when a proxy stands between
+    /// them (`https://streams.example.com`, optionally with a path
+    /// prefix): `Location` headers are built from it instead of the
+    /// request's host.
+    #[arg(long, value_parser = parse_public_url)]
+    pub public_url: Option<String>,
     /// Serve the operator routes (`/__strand/purge`, `quota`, `usage`,
     /// `cold`) on this second address as well. Without authentication it
     /// must be a loopback address, and it is the only place they are
@@ -260,6 +266,22 @@ pub struct Config {
 /// The data directory of a server started without `--data-dir` or
 /// `--memory`, relative to its working directory.
 pub const DEFAULT_DATA_DIR: &str = "strand-data";
+
+/// Checks `--public-url`: `http://` or `https://`, a host, no query or
+/// fragment; a trailing `/` is dropped.
+fn parse_public_url(text: &str) -> Result<String, String> {
+    let url = text.trim().trim_end_matches('/');
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("{text:?}: expected http:// or https:// and a host"))?;
+    if rest.is_empty() || rest.starts_with('/') || url.contains(['?', '#', ' ']) {
+        return Err(format!(
+            "{text:?}: expected http(s)://HOST[:PORT][/PREFIX] without a query"
+        ));
+    }
+    Ok(url.to_owned())
+}
 
 /// Parses `ID=http://HOST:PORT`.
 fn parse_peer(text: &str) -> Result<(u64, String), String> {

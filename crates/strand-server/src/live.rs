@@ -279,6 +279,7 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
             id: target.id.clone(),
             layout: target.layout,
             path: String::new(),
+            authority: None,
             subject: target.subject.clone(),
         },
         encoding,

@@ -36,6 +36,7 @@ fn help_documents_every_flag() {
         "--body-timeout-ms",
         "--send-timeout-ms",
         "--idle-timeout-ms",
+        "--public-url",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }

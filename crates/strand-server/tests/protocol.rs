@@ -760,3 +760,48 @@ async fn the_app_router_serves_the_routes() {
     server.abort();
     engine.shutdown().await;
 }
+
+/// Behind a proxy, `Location` names the URL clients see (`--public-url`),
+/// whatever `Host` the proxy sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locations_follow_the_public_url() {
+    let s = TestServer::start_with(|c| {
+        c.public_url = Some("https://streams.example.com/ds".to_owned());
+    })
+    .await;
+    let r = s.put("/v1/stream/behind").text("x").send().await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(
+        r.h("location"),
+        Some("https://streams.example.com/ds/v1/stream/behind")
+    );
+    let r = s.put("/acme/k/behind").text("x").send().await;
+    assert_eq!(
+        r.h("location"),
+        Some("https://streams.example.com/ds/acme/k/behind")
+    );
+    s.stop().await;
+    // The flag is checked.
+    use clap::Parser;
+    for bad in [
+        "streams.example.com",
+        "ftp://x",
+        "https://",
+        "https://x/?q=1",
+    ] {
+        assert!(
+            strand_server::Cli::try_parse_from(["strand-server", "--public-url", bad]).is_err(),
+            "{bad}"
+        );
+    }
+    let ok = strand_server::Cli::try_parse_from([
+        "strand-server",
+        "--public-url",
+        "https://streams.example.com/",
+    ])
+    .unwrap();
+    assert_eq!(
+        ok.config.public_url.as_deref(),
+        Some("https://streams.example.com")
+    );
+}

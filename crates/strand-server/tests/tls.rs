@@ -145,6 +145,70 @@ async fn tls_with_http1_and_http2() {
     s.stop().await;
 }
 
+/// `PUT` of a new stream over TLS, HTTP/2 (no `Host` header: the
+/// authority travels in the request target) or HTTP/1.1 with `Host`; the
+/// answer's `Location`.
+async fn created_location(
+    addr: SocketAddr,
+    connector: &TlsConnector,
+    h2: bool,
+    path: &str,
+) -> String {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let tls = connector.connect(name, tcp).await.unwrap();
+    let mut request = Request::builder()
+        .method("PUT")
+        .uri(format!("https://{addr}{path}"))
+        .header("content-type", "text/plain");
+    if !h2 {
+        request = request.header("host", addr.to_string());
+    }
+    let request = request.body(Empty::<Bytes>::new()).unwrap();
+    let response = if h2 {
+        let (mut sender, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        sender.send_request(request).await.unwrap()
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        sender.send_request(request).await.unwrap()
+    };
+    assert_eq!(response.status(), hyper::StatusCode::CREATED);
+    assert!(
+        response.headers().get("host").is_none(),
+        "a response has no Host"
+    );
+    response.headers()["location"].to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locations_name_https_and_the_http2_authority() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let s = TestServer::start_with(|c| {
+        c.tls_cert = Some(dir.path().join("server.pem"));
+        c.tls_key = Some(dir.path().join("server.key"));
+    })
+    .await;
+    let h2 = connector(&pki, false, &[b"h2"]);
+    let h1 = connector(&pki, false, &[b"http/1.1"]);
+    assert_eq!(
+        created_location(s.addr, &h2, true, "/v1/stream/over-h2").await,
+        format!("https://{}/v1/stream/over-h2", s.addr)
+    );
+    assert_eq!(
+        created_location(s.addr, &h1, false, "/v1/stream/over-h1").await,
+        format!("https://{}/v1/stream/over-h1", s.addr)
+    );
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_certificates_are_required_when_asked() {
     let dir = tempfile::tempdir().unwrap();

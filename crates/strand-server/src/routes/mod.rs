@@ -356,6 +356,7 @@ fn extension_scope(extension: &extensions::Extension) -> (String, String) {
 async fn route(state: AppState, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
+    let authority = parts.uri.authority().cloned();
     let query = parts.uri.query().map(str::to_owned);
     let method = parts.method.clone();
     let headers = parts.headers;
@@ -385,6 +386,7 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
             id,
             layout: Layout::DurableStreams,
             path,
+            authority: authority.clone(),
             subject: subject.clone(),
         };
         (
@@ -437,6 +439,7 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
                         id,
                         layout: Layout::Bucketed,
                         path,
+                        authority: authority.clone(),
                         subject: subject.clone(),
                     };
                     (

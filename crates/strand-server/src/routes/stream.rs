@@ -31,6 +31,9 @@ pub struct StreamRequest {
     pub layout: Layout,
     /// The request path, for `Location`.
     pub path: String,
+    /// The request target's authority (HTTP/2 sends it instead of a
+    /// `Host` header), for `Location`.
+    pub authority: Option<axum::http::uri::Authority>,
     /// The token subject the request was authorized for, if any.
     pub subject: Option<String>,
 }
@@ -179,11 +182,12 @@ async fn create(
     };
     let _admission = state.admit(&target.id, initial_len)?;
     let response = state.engine.create_stream(command, true).await?;
-    created_response(&response, content_type, headers, target)
+    created_response(&state.config, &response, content_type, headers, target)
 }
 
 /// The answer to a create or fork create.
 fn created_response(
+    config: &crate::config::Config,
     response: &StreamResponse,
     content_type: String,
     headers: &HeaderMap,
@@ -216,7 +220,7 @@ fn created_response(
         set(hs, h::CLOSED, "true");
     }
     if status == StatusCode::CREATED {
-        set(hs, header::LOCATION, location(headers, &target.path));
+        set(hs, header::LOCATION, location(config, headers, target));
     }
     Ok(out)
 }
@@ -323,15 +327,30 @@ async fn create_fork(
         } => return Err(ApiError::bad_request(message)),
         other => other,
     };
-    created_response(&response, meta.content_type, headers, target)
+    created_response(&state.config, &response, meta.content_type, headers, target)
 }
 
-fn location(headers: &HeaderMap, path: &str) -> String {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("localhost");
-    format!("http://{host}{path}")
+/// The URL of a created stream: `--public-url` and the path when that is
+/// set (what clients see through a proxy), else the server's own scheme
+/// (https with TLS) and the request's host (its `Host` header, or the
+/// authority of an HTTP/2 request), else the listen address.
+fn location(config: &crate::config::Config, headers: &HeaderMap, target: &StreamRequest) -> String {
+    let path = &target.path;
+    if let Some(public) = &config.public_url {
+        return format!("{}{path}", public.trim_end_matches('/'));
+    }
+    let scheme = if config.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    match headers.get(header::HOST).and_then(|v| v.to_str().ok()) {
+        Some(host) => format!("{scheme}://{host}{path}"),
+        None => match &target.authority {
+            Some(authority) => format!("{scheme}://{authority}{path}"),
+            None => format!("{scheme}://{}{path}", config.listen),
+        },
+    }
 }
 
 async fn append(
