@@ -146,18 +146,7 @@ fn faults(root: &Path, args: &[String]) -> Result<(), String> {
             _ => return Err(format!("{a} needs a number")),
         }
     }
-    let mut cmd = cargo(root);
-    cmd.args([
-        "test",
-        "-p",
-        "strand-server",
-        "--test",
-        "server",
-        "--",
-        "faults::",
-        "partition::",
-        "--nocapture",
-    ]);
+    let mut cmd = server_tests(root, &["faults::", "partition::"]);
     cmd.env("STRAND_FAULTS_ROUNDS", &rounds)
         .env("STRAND_FAULTS_CLIENTS", &clients)
         .env("STRAND_FAULTS_ACKS", &acks)
@@ -212,17 +201,7 @@ fn invariant(root: &Path, args: &[String]) -> Result<(), String> {
             })
     });
     println!("invariant: seed {seed:#x}, {requests} requests");
-    let mut cmd = cargo(root);
-    cmd.args([
-        "test",
-        "-p",
-        "strand-server",
-        "--test",
-        "server",
-        "--",
-        "invariant::",
-        "--nocapture",
-    ]);
+    let mut cmd = server_tests(root, &["invariant::"]);
     cmd.env("STRAND_INVARIANT_REQUESTS", requests.to_string())
         .env("STRAND_INVARIANT_SEED", format!("{seed:#x}"));
     run(cmd)
@@ -304,6 +283,16 @@ fn ci(root: &Path) -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// `cargo test` of strand-server's integration tests whose names match
+/// `filters`, their output shown.
+fn server_tests(root: &Path, filters: &[&str]) -> Command {
+    let mut cmd = cargo(root);
+    cmd.args(["test", "-p", "strand-server", "--test", "server", "--"])
+        .args(filters)
+        .arg("--nocapture");
+    cmd
 }
 
 pub(crate) fn cargo(root: &Path) -> Command {

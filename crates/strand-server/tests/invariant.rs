@@ -1178,19 +1178,27 @@ fn create(rng: &mut Rng, state: &State) -> Request {
     r.body(body)
 }
 
+/// Gives an append its `Content-Type`: mostly the stream's own (in some
+/// spelling), sometimes another type, sometimes none; and whether the
+/// body should be JSON.
+fn with_content_type(rng: &mut Rng, r: Request, stream_type: &str) -> (Request, bool) {
+    let content_type = match rng.below(20) {
+        0 => None,
+        1 | 2 => Some(other_type(rng, stream_type).to_owned()),
+        _ => Some(same_type(rng, stream_type)),
+    };
+    let json = content_type.as_deref().is_some_and(is_json);
+    match content_type {
+        Some(ct) => (r.header("content-type", ct), json),
+        None => (r, json),
+    }
+}
+
 fn append(rng: &mut Rng, state: &State) -> Request {
     let i = choose(rng, state, 75, open);
     let (spec, view) = (&POOL[i], &state.views[i]);
-    let mut r = Request::new(Kind::Append, Method::POST, stream_path(rng, spec));
-    let content_type = match rng.below(20) {
-        0 => None,
-        1 | 2 => Some(other_type(rng, &view.content_type).to_owned()),
-        _ => Some(same_type(rng, &view.content_type)),
-    };
-    let json = content_type.as_deref().is_some_and(is_json);
-    if let Some(ct) = &content_type {
-        r = r.header("content-type", ct);
-    }
+    let r = Request::new(Kind::Append, Method::POST, stream_path(rng, spec));
+    let (mut r, json) = with_content_type(rng, r, &view.content_type);
     let body = match rng.below(25) {
         0 => Vec::new(),
         1 => oversize(rng),
@@ -1385,20 +1393,12 @@ fn append_batch(rng: &mut Rng, state: &State) -> Request {
     } else {
         rng.pick(&[Method::GET, Method::PUT, Method::DELETE])
     };
-    let mut r = Request::new(
+    let r = Request::new(
         Kind::AppendBatch,
         method,
         format!("{}/append-batch", ext_path(rng, spec)),
     );
-    let content_type = match rng.below(20) {
-        0 => None,
-        1 | 2 => Some(other_type(rng, &view.content_type).to_owned()),
-        _ => Some(same_type(rng, &view.content_type)),
-    };
-    let json = content_type.as_deref().is_some_and(is_json);
-    if let Some(ct) = &content_type {
-        r = r.header("content-type", ct);
-    }
+    let (mut r, json) = with_content_type(rng, r, &view.content_type);
     let body = match rng.below(14) {
         0 => Vec::new(),
         1 => vec![0, 0, 0, 9, b'x'],

@@ -70,8 +70,14 @@ fn connector(pki: &Pki, with_client_cert: bool, alpn: &[&[u8]]) -> TlsConnector 
     TlsConnector::from(Arc::new(config))
 }
 
-/// GET /__strand/health over TLS; the status, or the error text.
-async fn health(addr: SocketAddr, connector: &TlsConnector, h2: bool) -> Result<u16, String> {
+/// Connects over TLS (asserting the protocol ALPN chose) and sends one
+/// request over HTTP/2 or HTTP/1.1.
+async fn send_tls(
+    addr: SocketAddr,
+    connector: &TlsConnector,
+    h2: bool,
+    request: Request<Empty<Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, String> {
     let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     let name = ServerName::try_from("127.0.0.1").unwrap();
     let tls = connector
@@ -80,12 +86,7 @@ async fn health(addr: SocketAddr, connector: &TlsConnector, h2: bool) -> Result<
         .map_err(|e| e.to_string())?;
     let negotiated_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     assert_eq!(negotiated_h2, h2, "ALPN");
-    let request = Request::builder()
-        .uri(format!("https://{addr}/__strand/health"))
-        .header("host", addr.to_string())
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let response = if h2 {
+    if h2 {
         let (mut sender, conn) =
             hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
                 .await
@@ -94,7 +95,7 @@ async fn health(addr: SocketAddr, connector: &TlsConnector, h2: bool) -> Result<
         sender
             .send_request(request)
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
     } else {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
@@ -103,8 +104,18 @@ async fn health(addr: SocketAddr, connector: &TlsConnector, h2: bool) -> Result<
         sender
             .send_request(request)
             .await
-            .map_err(|e| e.to_string())?
-    };
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// GET /__strand/health over TLS; the status, or the error text.
+async fn health(addr: SocketAddr, connector: &TlsConnector, h2: bool) -> Result<u16, String> {
+    let request = Request::builder()
+        .uri(format!("https://{addr}/__strand/health"))
+        .header("host", addr.to_string())
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = send_tls(addr, connector, h2, request).await?;
     let status = response.status().as_u16();
     let body = response
         .into_body()
@@ -154,9 +165,6 @@ async fn created_location(
     h2: bool,
     path: &str,
 ) -> String {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let name = ServerName::try_from("127.0.0.1").unwrap();
-    let tls = connector.connect(name, tcp).await.unwrap();
     let mut request = Request::builder()
         .method("PUT")
         .uri(format!("https://{addr}{path}"))
@@ -165,20 +173,7 @@ async fn created_location(
         request = request.header("host", addr.to_string());
     }
     let request = request.body(Empty::<Bytes>::new()).unwrap();
-    let response = if h2 {
-        let (mut sender, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                .await
-                .unwrap();
-        tokio::spawn(conn);
-        sender.send_request(request).await.unwrap()
-    } else {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        sender.send_request(request).await.unwrap()
-    };
+    let response = send_tls(addr, connector, h2, request).await.unwrap();
     assert_eq!(response.status(), hyper::StatusCode::CREATED);
     assert!(
         response.headers().get("host").is_none(),
