@@ -573,6 +573,7 @@ impl LogStore {
         let mut recovery = Recovery::default();
         let mut seg_max: BTreeMap<u64, Option<u64>> = BTreeMap::new();
         let mut current_len = 0u64;
+        let mut gap = None;
         for (i, &seq) in seqs.iter().enumerate() {
             let path = segment_path(dir, seq);
             let bytes = std::fs::read(&path).map_err(|e| LogError::io(&path, e))?;
@@ -581,15 +582,13 @@ impl LogStore {
             let mut max = None;
             for record in &records {
                 let len = (HEADER_LEN + 1 + record.body.len()) as u64;
-                replay(
-                    &mut mem,
-                    &path,
+                let at = At {
+                    path: &path,
                     seq,
-                    record.offset,
+                    offset: record.offset,
                     len,
-                    record.kind,
-                    record.body,
-                )?;
+                };
+                replay(&mut mem, &at, record.kind, record.body, &mut gap)?;
                 if record.kind == KIND_ENTRY {
                     max = mem.next().checked_sub(1).max(max);
                 }
@@ -615,6 +614,19 @@ impl LogStore {
                     .map_err(|e| LogError::io(&path, e))?;
                 current_len = offset;
                 recovery.truncated = Some((path.clone(), offset, reason));
+            }
+        }
+        if let Some((path, offset, index)) = gap {
+            let covered = mem.last_purged.map(|p| p.index + 1);
+            if !mem.slots.is_empty() && covered != Some(mem.first) {
+                return Err(corrupt(
+                    &path,
+                    offset,
+                    format!(
+                        "entry {index} follows a gap no purge record covers (entries after {:?} are missing)",
+                        mem.last_purged.map(|p| p.index)
+                    ),
+                ));
             }
         }
         recovery.segments = seqs.len();
@@ -909,17 +921,33 @@ struct EntryHead {
     log_id: LogId<NodeId>,
 }
 
-/// Applies one recovered record (at `offset` of segment `seq`, `len`
-/// bytes) to the index and state.
-fn replay(
-    mem: &mut Mem,
-    path: &Path,
+/// Where a recovered record is: segment `seq` at `path`, `len` bytes at
+/// `offset`.
+struct At<'a> {
+    path: &'a Path,
     seq: u64,
     offset: u64,
     len: u64,
+}
+
+/// The first entry found after a gap at the start of the log left after
+/// purges: its file, offset and index.
+type Gap = Option<(PathBuf, u64, u64)>;
+
+/// Applies one recovered record to the index and state.
+fn replay(
+    mem: &mut Mem,
+    at: &At<'_>,
     kind: u8,
     body: &[u8],
+    gap: &mut Gap,
 ) -> Result<(), LogError> {
+    let At {
+        path,
+        seq,
+        offset,
+        len,
+    } = *at;
     match kind {
         KIND_ENTRY => {
             let head: EntryHead = decode(path, offset, body)?;
@@ -929,7 +957,15 @@ fn replay(
             } else {
                 Some(mem.next())
             };
-            if let Some(expected) = expected
+            // The oldest segment left may start after a gap its own
+            // header's purge record does not cover: segments are deleted
+            // once a later purge record (in a later position of the log)
+            // covers them. The end of recovery checks that one did.
+            let gap_at_start =
+                mem.slots.is_empty() && expected.is_some_and(|expected| index > expected);
+            if gap_at_start && gap.is_none() {
+                *gap = Some((path.to_path_buf(), offset, index));
+            } else if let Some(expected) = expected
                 && index != expected
             {
                 return Err(corrupt(
@@ -1536,6 +1572,66 @@ mod disk {
         );
         assert_eq!(log.vote(), Some(Vote::new(2, 1)));
         log.close();
+    }
+
+    /// Found by a 1 GiB load: the oldest segment left after purges
+    /// starts with the purge record of when it began, older than the
+    /// purge that deleted the segments before it. The log must reopen.
+    #[tokio::test]
+    async fn a_log_purged_in_steps_across_segment_rolls_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let sizes = Sizes {
+            segment: 128 << 10,
+            cache: 64 << 10,
+        };
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Always, sizes).unwrap();
+        let mut store = log.clone();
+        let all = entries(0..60, 1, 16 * KIB);
+        for (n, chunk) in all.chunks(4).enumerate() {
+            append(&log, chunk.to_vec()).await;
+            // Purge behind the writes, as snapshots do: each new segment
+            // starts with the purge known then.
+            if n % 3 == 2 {
+                let upto = (n * 4).saturating_sub(6);
+                store.purge(all[upto].log_id).await.unwrap();
+            }
+        }
+        store.purge(all[52].log_id).await.unwrap();
+        store.save_vote(&Vote::new(1, 1)).await.unwrap();
+        let want = &all[53..];
+        assert_same(&store.try_get_log_entries(0..60).await.unwrap(), want);
+        log.close();
+        let (log, recovery) = LogStore::open_sized(dir.path(), Fsync::Always, sizes).unwrap();
+        assert_eq!(recovery.entries, 7);
+        let mut store = log.clone();
+        assert_same(&store.try_get_log_entries(0..60).await.unwrap(), want);
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(all[52].log_id));
+        log.close();
+    }
+
+    #[tokio::test]
+    async fn a_gap_no_purge_record_covers_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let sizes = Sizes {
+            segment: 64 << 10,
+            cache: 64 << 10,
+        };
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Always, sizes).unwrap();
+        let mut store = log.clone();
+        let all = entries(0..24, 1, 16 * KIB);
+        append(&log, all[..4].to_vec()).await;
+        store.purge(all[1].log_id).await.unwrap();
+        append(&log, all[4..].to_vec()).await;
+        store.save_vote(&Vote::new(1, 1)).await.unwrap();
+        log.close();
+        // A segment in the middle goes missing: entries after the purge
+        // point are lost, which no later purge record explains.
+        let segs = segments(dir.path());
+        assert!(segs.len() >= 3, "{segs:?}");
+        std::fs::remove_file(&segs[0]).unwrap();
+        let err = LogStore::open_sized(dir.path(), Fsync::Always, sizes).unwrap_err();
+        assert!(err.to_string().contains("gap"), "{err}");
     }
 
     #[tokio::test]
