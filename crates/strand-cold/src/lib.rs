@@ -18,6 +18,7 @@
 //! state, not the store's listing, says which objects are live.
 
 pub mod budget;
+pub mod local;
 pub mod names;
 mod read;
 pub mod stats;
@@ -33,6 +34,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use budget::{Admission, HotBudget};
+pub use local::LocalSegments;
 pub use read::ColdReadError;
 pub use stats::{ColdReport, ColdStats};
 pub use store::{
@@ -100,6 +102,8 @@ impl Default for ColdConfig {
 /// What the workers and readers share.
 pub(crate) struct Shared {
     pub(crate) backend: SharedBackend,
+    /// The same backend when it is the node's local segment store.
+    pub(crate) local: Option<LocalSegments>,
     pub(crate) config: ColdConfig,
     pub(crate) budget: HotBudget,
     /// One budget per group under `max_group_hot_bytes`, made when the
@@ -190,9 +194,21 @@ impl ColdWorkers {
 impl ColdTier {
     /// A cold tier over `backend`.
     pub fn new(backend: SharedBackend, config: ColdConfig) -> Self {
+        Self::build(backend, None, config)
+    }
+
+    /// A cold tier over the node's local segment store (the default tier
+    /// of a durable node): [`ColdTier::check_segments`] can then check its
+    /// files at start.
+    pub fn local(segments: LocalSegments, config: ColdConfig) -> Self {
+        Self::build(Arc::new(segments.clone()), Some(segments), config)
+    }
+
+    fn build(backend: SharedBackend, local: Option<LocalSegments>, config: ColdConfig) -> Self {
         Self {
             shared: Arc::new(Shared {
                 backend,
+                local,
                 budget: HotBudget::new(config.max_hot_bytes),
                 group_budgets: std::sync::OnceLock::new(),
                 cache: read::RangeCache::new(config.cache_bytes),
@@ -225,6 +241,44 @@ impl ColdTier {
             stop_rx,
         )));
         ColdWorkers { stop, tasks }
+    }
+
+    /// Checks, when the tier is the local segment store, that every
+    /// object the engine's groups hold as live is a file of its length
+    /// (without reading it: start-up time does not grow with the data).
+    /// Answers how many objects were checked (0 for other backends).
+    ///
+    /// # Errors
+    /// The first missing or damaged file, named; or the engine stopped.
+    pub async fn check_segments(&self, engine: &Engine) -> Result<usize, String> {
+        let Some(local) = &self.shared.local else {
+            return Ok(0);
+        };
+        let mut checked = 0;
+        for group in 0..engine.group_count() {
+            let objects = engine
+                .query_group(group, |m| {
+                    let live: std::collections::HashSet<String> = m
+                        .snapshot_without_streams()
+                        .shared_cold_object_owners
+                        .into_iter()
+                        .map(|o| o.s3_path)
+                        .collect();
+                    let mut objects = m.referenced_cold_objects();
+                    objects.retain(|name, _| live.contains(name));
+                    objects
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            let local = local.clone();
+            checked += tokio::task::spawn_blocking(move || {
+                local.check_objects(objects.iter().map(|(n, s)| (n.as_str(), *s)))
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(checked)
     }
 
     /// The backend.
@@ -278,6 +332,12 @@ impl ColdTier {
             _node: node,
             _group: group,
         })
+    }
+
+    /// Whether the store's last operation failed (a full disk, an
+    /// unreachable object store): flushing is stalled until it recovers.
+    pub fn failing(&self) -> bool {
+        ColdStats::get(&self.shared.stats.consecutive_failures) > 0
     }
 
     /// The counters.

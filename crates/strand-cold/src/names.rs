@@ -11,11 +11,35 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use strand::BucketStreamId;
 
+/// Longest encoded part kept as it is: a file name holds 255 bytes, and a
+/// stream's part and its object's name share a path.
+const MAX_PART: usize = 96;
+
 /// One name part: `[A-Za-z0-9_-]` kept, every other byte `~XX` (hex), so
-/// `.` can separate parts and no part is empty, `.` or `..`.
+/// `.` can separate parts and no part is empty, `.` or `..`. A part whose
+/// encoding would pass [`MAX_PART`] bytes becomes `~h` and the first 32 hex
+/// digits of its BLAKE3 digest (distinct from every kept encoding, which
+/// never has `~h`).
 fn encode(part: &str, out: &mut String) {
     if part.is_empty() {
         out.push('~');
+        return;
+    }
+    let long = part
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+                1
+            } else {
+                3
+            }
+        })
+        .sum::<usize>()
+        > MAX_PART;
+    if long {
+        let hex = blake3::hash(part.as_bytes()).to_hex();
+        out.push_str("~h");
+        out.push_str(hex.get(..32).unwrap_or_default());
         return;
     }
     for b in part.bytes() {
@@ -101,6 +125,18 @@ mod tests {
         assert_eq!(
             stream_prefix(0, &BucketStreamId::new("b", "")),
             "g000/s/b/~"
+        );
+        // Long names become a digest: every part fits a file name.
+        let long = "x".repeat(97);
+        let p = stream_prefix(0, &BucketStreamId::new("b", &long));
+        assert!(p.starts_with("g000/s/b/~h") && p.len() == "g000/s/b/~h".len() + 32);
+        assert_ne!(
+            p,
+            stream_prefix(0, &BucketStreamId::new("b", "x".repeat(98)))
+        );
+        assert_eq!(
+            stream_prefix(0, &BucketStreamId::new("b", "x".repeat(96))),
+            format!("g000/s/b/{}", "x".repeat(96))
         );
     }
 }

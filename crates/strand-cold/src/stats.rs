@@ -67,7 +67,7 @@ impl ColdStats {
         self.consecutive_failures.store(0, Ordering::Relaxed);
     }
 
-    fn get(counter: &AtomicU64) -> u64 {
+    pub(crate) fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
 

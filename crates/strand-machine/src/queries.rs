@@ -59,6 +59,20 @@ impl StreamStateMachine {
             .map_or(&[], |s| s.cold().chunks())
     }
 
+    /// Every object a stored cold chunk of any stream names, with the
+    /// object's size, sorted by name (what a node's segment store must
+    /// hold).
+    pub fn referenced_cold_objects(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for (_, slot) in self.registry.keyed_slots() {
+            for chunk in slot.cold().chunks() {
+                out.entry(chunk.s3_path.clone())
+                    .or_insert(chunk.object_size);
+            }
+        }
+        out
+    }
+
     /// Stored external segments (only ever filled by restore).
     pub fn external_segments(&self, stream_id: &BucketStreamId) -> &[ObjectPayloadRef] {
         self.registry
