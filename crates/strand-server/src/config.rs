@@ -176,7 +176,10 @@ pub struct Config {
     pub cold_url: Option<String>,
     /// The node's hot-memory limit in bytes: above half of it the flush
     /// workers flush whatever the planner offers; a write that would pass
-    /// it gets 503 with `Retry-After: 1`. Needs a cold tier.
+    /// it gets 503 with `Retry-After: 1`. Needs a tier below the hot
+    /// buffers. Default on a durable node with one: 64 MiB (a durable
+    /// single node keeps its older bytes in the data directory's
+    /// `segments/`).
     #[arg(long)]
     pub max_hot_bytes: Option<u64>,
     /// Each group's hot-memory limit in bytes: above half of it the
@@ -266,6 +269,13 @@ pub struct Config {
 /// The data directory of a server started without `--data-dir` or
 /// `--memory`, relative to its working directory.
 pub const DEFAULT_DATA_DIR: &str = "strand-data";
+
+/// The local segment store's directory inside the data directory.
+pub const SEGMENTS_DIR: &str = "segments";
+
+/// The hot-memory limit of a durable node that has a tier below its hot
+/// buffers and no `--max-hot-bytes`: 64 MiB.
+pub const DEFAULT_MAX_HOT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Checks `--public-url`: `http://` or `https://`, a host, no query or
 /// fragment; a trailing `/` is dropped.
@@ -416,15 +426,41 @@ impl Config {
             gc_interval: Duration::from_millis(self.cold_gc_interval_ms.max(1)),
             sweep_interval: Duration::from_millis(self.cold_sweep_interval_ms.max(1)),
             orphan_grace: Duration::from_millis(self.cold_orphan_grace_ms),
-            max_hot_bytes: self.max_hot_bytes,
+            max_hot_bytes: self.effective_max_hot_bytes(),
             max_group_hot_bytes: self.max_group_hot_bytes,
             ..strand_cold::ColdConfig::default()
         }
     }
 
-    /// The cold tier the configuration asks for: `None` without
-    /// `--cold-dir` or `--cold-url`.
+    /// The node's hot-memory limit: `--max-hot-bytes`, or
+    /// [`DEFAULT_MAX_HOT_BYTES`] on a durable node with a tier below the
+    /// hot buffers.
+    pub fn effective_max_hot_bytes(&self) -> Option<u64> {
+        self.max_hot_bytes.or_else(|| {
+            (self.effective_data_dir().is_some()
+                && (self.cold_dir.is_some() || self.cold_url.is_some() || self.peers.is_empty()))
+            .then_some(DEFAULT_MAX_HOT_BYTES)
+        })
+    }
+
+    /// The cold tier the configuration asks for: `--cold-dir` or
+    /// `--cold-url`; else, on a durable single node, the local segment
+    /// store in the data directory's `segments/`; else `None` (in memory,
+    /// or a cluster node without `--cold-url`, whose bytes stay in memory).
     pub fn cold_tier(&self) -> Result<Option<strand_cold::ColdTier>, String> {
+        if self.cold_dir.is_none()
+            && self.cold_url.is_none()
+            && self.peers.is_empty()
+            && let Some(dir) = self.effective_data_dir()
+        {
+            let dir = dir.join(SEGMENTS_DIR);
+            let segments = strand_cold::LocalSegments::open(&dir)
+                .map_err(|e| format!("the segment store {}: {e}", dir.display()))?;
+            return Ok(Some(strand_cold::ColdTier::local(
+                segments,
+                self.cold_config(),
+            )));
+        }
         let backend: strand_cold::SharedBackend = match (&self.cold_dir, &self.cold_url) {
             (Some(dir), _) => std::sync::Arc::new(
                 strand_cold::ObjectStoreBackend::local(dir)

@@ -242,6 +242,11 @@ pub async fn serve_with_cold(
         .map_err(std::io::Error::other)?;
     let cluster_token = config.cluster_token().map_err(std::io::Error::other)?;
     let tls = tls::acceptor(&config).map_err(std::io::Error::other)?;
+    if let Some(tier) = &cold {
+        tier.check_segments(&engine)
+            .await
+            .map_err(std::io::Error::other)?;
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let workers = cold.as_ref().map(|c| c.start(&engine));
     let state = app_state(

@@ -80,10 +80,13 @@ async fn run(config: Config) -> ExitCode {
         eprintln!("strand-server: {e}");
         return ExitCode::from(2);
     }
-    if let Err(e) = config.cold_tier() {
-        eprintln!("strand-server: {e}");
-        return ExitCode::from(2);
-    }
+    let cold = match config.cold_tier() {
+        Ok(cold) => cold,
+        Err(e) => {
+            eprintln!("strand-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if let Err(e) = config.check_admin_listen(auth_on) {
         eprintln!("strand-server: {e}");
         return ExitCode::from(2);
@@ -119,6 +122,13 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Every segment file the recovered state names must be there, whole.
+    if let Some(tier) = &cold
+        && let Err(e) = tier.check_segments(&engine).await
+    {
+        eprintln!("strand-server: {e}");
+        return ExitCode::FAILURE;
+    }
     let admin = match config.admin_listen.map(strand_server::listen).transpose() {
         Ok(admin) => admin,
         Err(e) => {
@@ -150,7 +160,7 @@ async fn run(config: Config) -> ExitCode {
         client: listener,
         admin,
     };
-    match strand_server::serve_with_engine(config, listeners, engine, shutdown_signal()).await {
+    match strand_server::serve_with_cold(config, listeners, engine, cold, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strand-server: {e}");

@@ -75,6 +75,18 @@ impl AppState {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "the body holds more bytes than a group's hot-memory limit (--max-group-hot-bytes)",
             ),
+            Err(Refusal::NodeFull) if cold.failing() => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the node's hot memory is full (--max-hot-bytes) and the tier below it cannot \
+                 take bytes now (a full disk or an unreachable store: see GET /__strand/cold); \
+                 reads go on",
+            ),
+            Err(Refusal::GroupFull) if cold.failing() => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the stream's group's hot memory is full (--max-group-hot-bytes) and the tier \
+                 below it cannot take bytes now (a full disk or an unreachable store: see \
+                 GET /__strand/cold); reads go on",
+            ),
             Err(Refusal::NodeFull) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the node's hot memory is full (--max-hot-bytes); the cold tier is catching up",

@@ -488,3 +488,279 @@ async fn in_a_cluster_only_the_leader_flushes_and_every_node_reads_cold() {
         flushed["uploads"], flushed["flushed_bytes"],
     );
 }
+
+/// The flags of a durable single node that keeps its older bytes in its
+/// own segment store (no `--cold-dir`): tiny thresholds and a 128 KiB
+/// hot budget, so a few hundred KiB pass through every tier.
+fn local_args(data: &Path) -> Vec<String> {
+    [
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--groups",
+        "2",
+        "--data-dir",
+        &data.display().to_string(),
+        "--snapshot-every",
+        "40",
+        "--cold-flush-bytes",
+        "16384",
+        "--cold-chunk-bytes",
+        "16384",
+        "--cold-pack-bytes",
+        "65536",
+        "--cold-flush-interval-ms",
+        "5",
+        "--max-hot-bytes",
+        "131072",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// The segment files of a data directory.
+fn segment_files(data: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = files(&data.join("segments"))
+        .into_iter()
+        .filter(|p| !p.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Starts the binary with `args`, expecting it to exit before its ready
+/// line; answers what it wrote to stderr.
+fn start_refused(args: &[String]) -> String {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strand-server"))
+        .args(args)
+        .env("STRAND_LOG", "off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..3000 {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(!status.success(), "it started: {stdout}");
+            assert!(!stdout.contains("listening on"), "{stdout}");
+            return String::from_utf8_lossy(&out.stderr).into_owned();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    panic!("the server neither started nor stopped within 60 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_node_keeps_older_bytes_in_its_own_segment_files() {
+    const STREAMS: usize = 3;
+    const LEN: u64 = 96 * 1024;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let args = local_args(&data);
+
+    // 1. Three times the hot budget goes in; the budget holds (writes
+    // beyond it wait for the flush: `send` retries their 503s) and the
+    // older bytes are in segment files under the data directory.
+    let mut node = Nodes(vec![Some(start_args(&args))]);
+    for s in 0..STREAMS {
+        create(node.addr(0), s).await;
+    }
+    for s in 0..STREAMS {
+        fill(node.addr(0), s, 0, LEN, 4 * 1024).await;
+    }
+    let report = report_until(node.addr(0), 10, |r| {
+        r["flushed_bytes"].as_u64().unwrap() >= STREAMS as u64 * LEN - 2 * 16 * 1024
+    })
+    .await;
+    assert!(
+        report["backend"]
+            .as_str()
+            .unwrap()
+            .starts_with("local segments:"),
+        "{report}"
+    );
+    assert_eq!(report["max_hot_bytes"], 131_072);
+    assert!(report["hot_bytes_bound"].as_u64().unwrap() <= 131_072);
+    assert!(!segment_files(&data).is_empty());
+    let lens = vec![LEN; STREAMS];
+    verify(node.addr(0), &lens).await;
+
+    // 2. kill -9: the restarted node reads every byte from its files and
+    // its log, and keeps writing and flushing.
+    node.take(0).kill9();
+    node.0[0] = Some(start_args(&args));
+    verify(node.addr(0), &lens).await;
+    let mut lens = lens;
+    for (s, len) in lens.iter_mut().enumerate() {
+        fill(node.addr(0), s, *len, *len + 48 * 1024, 4 * 1024).await;
+        *len += 48 * 1024;
+    }
+    report_until(node.addr(0), 10, |r| {
+        r["flushed_bytes"].as_u64().unwrap() >= STREAMS as u64 * 32 * 1024
+    })
+    .await;
+    verify(node.addr(0), &lens).await;
+
+    // 3. A clean stop and start: the same bytes again.
+    terminate(node.take(0));
+    node.0[0] = Some(start_args(&args));
+    verify(node.addr(0), &lens).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_segment_file_is_never_served_and_a_cut_one_stops_the_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let args = local_args(&data);
+    let node = start_args(&args);
+    create(node.addr, 0).await;
+    fill(node.addr, 0, 0, 64 * 1024, 4 * 1024).await;
+    report_until(node.addr, 10, |r| {
+        r["flushed_bytes"].as_u64().unwrap() >= 32 * 1024
+    })
+    .await;
+    node.kill9();
+    let files = segment_files(&data);
+    let first = files.first().unwrap().clone();
+
+    // 1. A flipped byte (the length unchanged): the node starts, and the
+    // range is refused rather than served wrong.
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[10] ^= 0x20;
+    std::fs::write(&first, &bytes).unwrap();
+    let node = start_args(&args);
+    let r = request(node.addr, "GET", "/v1/stream/s0?offset=-1", &[], b"")
+        .await
+        .unwrap();
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    assert_eq!(r.status, 503, "{body}");
+    assert!(body.contains("checksum mismatch"), "{body}");
+    node.kill9();
+
+    // 2. A file cut short: the start stops with an error naming it.
+    bytes[10] ^= 0x20;
+    std::fs::write(&first, &bytes[..bytes.len() - 100]).unwrap();
+    let stderr = start_refused(&args);
+    let name = first.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        stderr.contains("damaged segment file") && stderr.contains(&name),
+        "{stderr}"
+    );
+
+    // 3. Whole again, the node serves every byte.
+    std::fs::write(&first, &bytes).unwrap();
+    let node = start_args(&args);
+    verify(node.addr, &[64 * 1024]).await;
+    node.kill9();
+}
+
+/// A small tmpfs mounted on a directory for one test, unmounted when
+/// dropped (after the node using it was killed).
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, size: &str) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "mounting a {size} tmpfs on {} (this test needs root, as CI has)",
+            dir.display()
+        );
+        Self(dir.to_path_buf())
+    }
+
+    fn resize(&self, size: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(status.success(), "resizing the tmpfs to {size}");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_writes_keeps_reads_and_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    // The segment store on a 128 KiB filesystem: it fills after a few
+    // flushes (the log stays on the main disk).
+    let disk = SmallDisk::mount(&data.join("segments"), "128k");
+    let args = local_args(&data);
+    let mut node = Nodes(vec![Some(start_args(&args))]);
+    let addr = node.addr(0);
+    create(addr, 0).await;
+
+    // 1. Append until a write is refused: flushing stalls on ENOSPC and
+    // the hot budget fills. Every append before it was acknowledged.
+    let mut acked = 0u64;
+    let mut refusal = None;
+    for _ in 0..512 {
+        let end = acked + 4 * 1024;
+        let r = request(
+            addr,
+            "POST",
+            "/v1/stream/s0",
+            &text(),
+            &bytes(0, acked..end),
+        )
+        .await
+        .unwrap();
+        match r.status {
+            204 => acked = end,
+            503 => {
+                refusal = Some(r);
+                break;
+            }
+            other => panic!("append: {other} {}", String::from_utf8_lossy(&r.body)),
+        }
+    }
+    let refusal = refusal.expect("a write was refused once the disk was full");
+    assert_eq!(refusal.header("retry-after"), Some("1"));
+    let message = String::from_utf8_lossy(&refusal.body).into_owned();
+    assert!(message.contains("cannot take bytes"), "{message}");
+    let report = cold_report(addr).await.unwrap();
+    assert!(
+        report["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("No space left on device"),
+        "{report}"
+    );
+    assert!(acked > 128 * 1024, "only {acked} bytes went in");
+
+    // 2. Reads go on, byte-exact, across the files and the hot buffer.
+    verify(addr, &[acked]).await;
+
+    // 3. Space comes back: flushing resumes and so do writes.
+    disk.resize("8m");
+    let more = acked + 256 * 1024;
+    fill(addr, 0, acked, more, 4 * 1024).await;
+    report_until(addr, 10, |r| r["consecutive_failures"] == 0).await;
+    verify(addr, &[more]).await;
+
+    // 4. And after kill -9, every acknowledged byte is still there.
+    node.take(0).kill9();
+    node.0[0] = Some(start_args(&args));
+    verify(node.addr(0), &[more]).await;
+    drop(node);
+    drop(disk);
+}
