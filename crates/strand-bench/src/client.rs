@@ -24,6 +24,8 @@ pub(crate) struct Reply {
     pub(crate) status: StatusCode,
     pub(crate) next_offset: Option<String>,
     pub(crate) up_to_date: bool,
+    /// Whether the answer carried `Retry-After`.
+    pub(crate) retry_after: bool,
     pub(crate) body: Bytes,
 }
 
@@ -93,6 +95,7 @@ impl Conn {
         };
         let next_offset = header("stream-next-offset");
         let up_to_date = header("stream-up-to-date").as_deref() == Some("true");
+        let retry_after = response.headers().contains_key("retry-after");
         let body = response
             .into_body()
             .collect()
@@ -103,6 +106,7 @@ impl Conn {
             status,
             next_offset,
             up_to_date,
+            retry_after,
             body,
         })
     }

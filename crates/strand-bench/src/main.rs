@@ -1,11 +1,12 @@
 //! strand-bench: a load tool for the Durable Streams HTTP protocol.
 //!
 //! It drives any server that mounts the protocol at `/v1/stream/` (strand,
-//! the node reference server, the Rust community server) through four
-//! scenarios — writes, SSE fan-out, catch-up reads, idle memory — each
-//! bounded in time and in count, and only against loopback addresses. With
-//! `--server-pid` it also reads the server process's CPU time and resident
-//! memory from `/proc`. Every run ends with one `RESULT {json}` line that
+//! the node reference server, the Rust community server, Electric's Rust
+//! server) through five scenarios — writes, SSE fan-out, catch-up reads,
+//! idle memory, resident memory while appending — each bounded in time and
+//! in count, and only against loopback addresses. With `--server-pid` it
+//! also reads the server process's CPU time and resident memory (`VmRSS`,
+//! and `RssAnon` for `resident`) from `/proc`. Every run ends with one `RESULT {json}` line that
 //! `cargo xtask loadtest` collects.
 
 mod client;
@@ -51,6 +52,9 @@ pub(crate) enum Scenario {
     Catchup(scenarios::CatchupArgs),
     /// Resident memory per empty stream.
     IdleMemory(scenarios::IdleMemoryArgs),
+    /// The server's anonymous resident memory (RssAnon) while appending a
+    /// fixed number of bytes round-robin over many streams.
+    Resident(scenarios::ResidentArgs),
 }
 
 /// Resolves the URL to a loopback socket address, refusing anything else.

@@ -1,4 +1,4 @@
-//! The four scenarios. Each is bounded in time and in count, and returns
+//! The five scenarios. Each is bounded in time and in count, and returns
 //! its figures as a JSON object.
 
 use std::net::SocketAddr;
@@ -15,7 +15,7 @@ use tokio::sync::Semaphore;
 
 use crate::Scenario;
 use crate::client::Conn;
-use crate::stats::{Latencies, cpu_seconds, rss_bytes};
+use crate::stats::{Latencies, Resident, cpu_seconds, rss_bytes};
 
 /// Hard cap on requests any one scenario sends, whatever its duration.
 const MAX_REQUESTS: u64 = 20_000_000;
@@ -89,6 +89,60 @@ pub(crate) struct IdleMemoryArgs {
     streams: usize,
 }
 
+/// Options of `resident`.
+#[derive(Debug, Args)]
+pub(crate) struct ResidentArgs {
+    /// Streams, created first (application/octet-stream); the appends go
+    /// to them round-robin.
+    #[arg(long, default_value_t = 100)]
+    streams: usize,
+    /// Bytes per append (a plain number, or with KiB, MiB or GiB).
+    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
+    body_bytes: u64,
+    /// Bytes to append in all, rounded down to whole bodies.
+    #[arg(long, default_value = "2GiB", value_parser = parse_size)]
+    total_bytes: u64,
+    /// Bytes appended when the middle memory sample is taken; the growth
+    /// per appended byte and per append is measured from there to the end.
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    checkpoint_bytes: u64,
+    /// Concurrent writers, one connection each.
+    #[arg(long, default_value_t = 8)]
+    writers: usize,
+    /// How often one append answered 503 or 507 with Retry-After is
+    /// retried (after 10 ms, doubling to at most 500 ms) before it counts
+    /// as an error.
+    #[arg(long, default_value_t = 20)]
+    max_retries: u32,
+    /// Pause before each memory sample, for the server to settle (ms).
+    #[arg(long, default_value_t = 1000)]
+    settle_ms: u64,
+    /// Stop appending after this many seconds, done or not (the result
+    /// then says `"finished": false`).
+    #[arg(long, default_value_t = 1200)]
+    max_seconds: u64,
+}
+
+/// A byte count: a plain number, or one with a binary unit (`K`/`KiB`,
+/// `M`/`MiB`, `G`/`GiB`, case-insensitive; `B` alone is bytes).
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a byte count"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => return Err(format!("`{text}`: the unit must be KiB, MiB or GiB")),
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
 /// Runs a scenario against `addrs` (one server, or a cluster's nodes);
 /// `stats` are nodes without load whose log counters count too; `pids`
 /// are the server processes whose CPU time is reported.
@@ -103,17 +157,24 @@ pub(crate) async fn run(
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     let prefix = format!("/v1/stream/bench-{run_id}");
+    // `resident` bounds its appending itself (`--max-seconds`); two
+    // minutes more cover the streams' creation and the memory samples.
+    let limit = match &scenario {
+        Scenario::Resident(a) => Duration::from_secs(a.max_seconds.saturating_add(120)),
+        _ => MAX_SCENARIO,
+    };
     let work = async {
         match scenario {
             Scenario::Writes(a) => writes(addrs, stats, pids, &prefix, a).await,
             Scenario::Fanout(a) => fanout(addr, pids, &prefix, a).await,
             Scenario::Catchup(a) => catchup(addr, pids, &prefix, a).await,
             Scenario::IdleMemory(a) => idle_memory(addr, pids, &prefix, a).await,
+            Scenario::Resident(a) => resident(addr, pids, &prefix, a).await,
         }
     };
-    tokio::time::timeout(MAX_SCENARIO, work)
+    tokio::time::timeout(limit, work)
         .await
-        .map_err(|_| format!("scenario did not finish within {MAX_SCENARIO:?}"))?
+        .map_err(|_| format!("scenario did not finish within {limit:?}"))?
 }
 
 /// The processes' CPU time added up; `None` without processes or when
@@ -646,6 +707,239 @@ async fn idle_memory(
     }))
 }
 
+/// Counters shared by `resident`'s writers.
+#[derive(Default)]
+struct Tally {
+    /// The next append's index (stream `index mod streams`).
+    next: AtomicU64,
+    appends: AtomicU64,
+    errors: AtomicU64,
+    retries: AtomicU64,
+    requests: AtomicU64,
+}
+
+/// What every `resident` writer shares.
+struct Appending {
+    paths: Vec<String>,
+    body: Bytes,
+    max_retries: u32,
+    deadline: Instant,
+    tally: Tally,
+}
+
+/// Appends number `first..end` (round-robin over the streams), one task
+/// per connection, until done or past the deadline; hands the
+/// connections back for the next phase.
+async fn append_phase(
+    conns: Vec<Conn>,
+    shared: &Arc<Appending>,
+    first: u64,
+    end: u64,
+) -> Result<Vec<Conn>, String> {
+    shared.tally.next.store(first, Ordering::Relaxed);
+    let mut tasks = Vec::with_capacity(conns.len());
+    for mut conn in conns {
+        let shared = Arc::clone(shared);
+        tasks.push(tokio::spawn(async move {
+            let t = &shared.tally;
+            loop {
+                let i = t.next.fetch_add(1, Ordering::Relaxed);
+                if i >= end
+                    || Instant::now() >= shared.deadline
+                    || t.requests.load(Ordering::Relaxed) >= MAX_REQUESTS
+                {
+                    return conn;
+                }
+                let path = &shared.paths[(i % shared.paths.len() as u64) as usize];
+                let counter = if append_retrying(&mut conn, path, &shared).await {
+                    &t.appends
+                } else {
+                    &t.errors
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let mut conns = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        conns.push(task.await.map_err(|e| e.to_string())?);
+    }
+    Ok(conns)
+}
+
+/// One append; a 503 or 507 with Retry-After is tried again after a short
+/// backoff, at most `max_retries` times and not past the deadline.
+/// Whether it was acknowledged (2xx).
+async fn append_retrying(conn: &mut Conn, path: &str, shared: &Appending) -> bool {
+    let t = &shared.tally;
+    let mut attempt = 0u32;
+    loop {
+        t.requests.fetch_add(1, Ordering::Relaxed);
+        let reply = conn
+            .send(
+                Method::POST,
+                path,
+                &[("content-type", "application/octet-stream")],
+                shared.body.clone(),
+            )
+            .await;
+        let busy = match &reply {
+            Ok(r) if r.status.is_success() => return true,
+            Ok(r) => {
+                r.retry_after
+                    && matches!(
+                        r.status,
+                        StatusCode::SERVICE_UNAVAILABLE | StatusCode::INSUFFICIENT_STORAGE
+                    )
+            }
+            Err(_) => false,
+        };
+        if !busy || attempt >= shared.max_retries || Instant::now() >= shared.deadline {
+            return false;
+        }
+        attempt += 1;
+        t.retries.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(retry_backoff(attempt)).await;
+    }
+}
+
+/// The pause before retry number `attempt` (from 1): 10 ms, doubling,
+/// at most 500 ms.
+fn retry_backoff(attempt: u32) -> Duration {
+    let ms = 10u64.saturating_mul(1 << attempt.saturating_sub(1).min(16));
+    Duration::from_millis(ms.min(500))
+}
+
+/// `x` rounded to four significant digits.
+fn significant(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(3 - x.abs().log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
+/// `resident`'s memory figures from the three samples and the appends
+/// acknowledged by the checkpoint and by the end: the growth of RssAnon
+/// (and VmRSS) from checkpoint to end per byte and per append appended
+/// between them (`null` when none was), and from start to end.
+fn resident_figures(
+    samples: [Resident; 3],
+    checkpoint_appends: u64,
+    end_appends: u64,
+    body_bytes: u64,
+) -> Value {
+    let [start, checkpoint, end] = samples;
+    let growth = |from: u64, to: u64| i128::from(to) - i128::from(from);
+    let appends = end_appends.saturating_sub(checkpoint_appends);
+    let bytes = appends.saturating_mul(body_bytes);
+    let per = |g: i128, n: u64| (n > 0).then(|| significant(g as f64 / n as f64));
+    let anon = growth(checkpoint.rss_anon, end.rss_anon);
+    let rss = growth(checkpoint.vm_rss, end.vm_rss);
+    json!({
+        "rss_anon_start": start.rss_anon,
+        "rss_anon_checkpoint": checkpoint.rss_anon,
+        "rss_anon_end": end.rss_anon,
+        "vm_rss_start": start.vm_rss,
+        "vm_rss_checkpoint": checkpoint.vm_rss,
+        "vm_rss_end": end.vm_rss,
+        "anon_bytes_per_appended_byte": per(anon, bytes),
+        "anon_bytes_per_append": per(anon, appends),
+        "vm_rss_bytes_per_appended_byte": per(rss, bytes),
+        "vm_rss_bytes_per_append": per(rss, appends),
+        "anon_growth_total": growth(start.rss_anon, end.rss_anon) as i64,
+        "vm_rss_growth_total": growth(start.vm_rss, end.vm_rss) as i64,
+    })
+}
+
+/// Appends `total_bytes` in bodies of `body_bytes` round-robin over
+/// `streams` streams with `writers` connections, and samples the
+/// server's RssAnon and VmRSS after creating the streams, at the
+/// checkpoint (every writer idle, exactly the checkpoint's appends sent)
+/// and at the end.
+async fn resident(
+    addr: SocketAddr,
+    pids: &[u32],
+    prefix: &str,
+    a: ResidentArgs,
+) -> Result<Value, String> {
+    if pids.is_empty() {
+        return Err("resident needs --server-pid".into());
+    }
+    let body_bytes = a.body_bytes.max(1);
+    let total = a.total_bytes / body_bytes;
+    let checkpoint = (a.checkpoint_bytes / body_bytes).min(total);
+    if total == 0 {
+        return Err("--total-bytes is less than one body".into());
+    }
+    let body_len = usize::try_from(body_bytes).map_err(|e| e.to_string())?;
+    let paths: Vec<String> = (0..a.streams.max(1))
+        .map(|i| format!("{prefix}-r{i}"))
+        .collect();
+    create_streams(addr, &paths, "application/octet-stream", 50).await?;
+    // One connection per writer, opened one after another (a burst of
+    // hundreds of connects can overflow the listen queue).
+    let writers = u64::try_from(a.writers.max(1))
+        .map_err(|e| e.to_string())?
+        .min(total);
+    let mut conns = Vec::new();
+    for _ in 0..writers {
+        conns.push(Conn::open(addr).await?);
+    }
+    let settle = Duration::from_millis(a.settle_ms);
+    let sample = || async {
+        tokio::time::sleep(settle).await;
+        Resident::of(pids).ok_or_else(|| "cannot read the server's memory".to_owned())
+    };
+    let start = sample().await?;
+    let started = Instant::now();
+    let shared = Arc::new(Appending {
+        paths,
+        body: Bytes::from(vec![b'r'; body_len]),
+        max_retries: a.max_retries,
+        deadline: started + Duration::from_secs(a.max_seconds),
+        tally: Tally::default(),
+    });
+    let conns = append_phase(conns, &shared, 0, checkpoint).await?;
+    let at_checkpoint = shared.tally.appends.load(Ordering::Relaxed);
+    let mid = sample().await?;
+    let mid_elapsed = started.elapsed();
+    let conns = append_phase(conns, &shared, checkpoint, total).await?;
+    let elapsed = started.elapsed().saturating_sub(settle);
+    drop(conns);
+    let end = sample().await?;
+    let t = &shared.tally;
+    let appends = t.appends.load(Ordering::Relaxed);
+    let errors = t.errors.load(Ordering::Relaxed);
+    let appended = appends * body_bytes;
+    let mut result = json!({
+        "scenario": "resident",
+        "streams": a.streams,
+        "writers": writers,
+        "body_bytes": body_bytes,
+        "total_bytes": total * body_bytes,
+        "checkpoint_bytes": checkpoint * body_bytes,
+        "appends": appends,
+        "appended_bytes": appended,
+        "checkpoint_appended_bytes": at_checkpoint * body_bytes,
+        "errors": errors,
+        "retries": t.retries.load(Ordering::Relaxed),
+        "finished": appends + errors >= total,
+        "seconds": significant(elapsed.as_secs_f64()),
+        "seconds_to_checkpoint": significant(mid_elapsed.saturating_sub(settle).as_secs_f64()),
+        "appended_mib_per_s": significant(
+            appended as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64().max(1e-6)
+        ),
+    });
+    if let (Some(map), Value::Object(memory)) = (
+        result.as_object_mut(),
+        resident_figures([start, mid, end], at_checkpoint, appends, body_bytes),
+    ) {
+        map.extend(memory);
+    }
+    Ok(result)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -661,5 +955,76 @@ mod tests {
         let none = fsync_figures(Some([0; 4]), Some([0; 4]), 0);
         assert_eq!(none["entries_per_fsync"], Value::Null);
         assert_eq!(fsync_figures(None, Some([1; 4]), 1), json!({}));
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("256"), Ok(256));
+        assert_eq!(parse_size("256B"), Ok(256));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("128 MiB"), Ok(128 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        for bad in [
+            "",
+            "MiB",
+            "1.5GiB",
+            "-1",
+            "3TiB",
+            "1 2",
+            "99999999999999999999GiB",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad} parsed");
+        }
+        assert!(parse_size("17179869184GiB").is_err());
+    }
+
+    #[test]
+    fn resident_figures_measure_from_the_checkpoint() {
+        let m = |anon: u64, rss: u64| Resident {
+            rss_anon: anon,
+            vm_rss: rss,
+        };
+        // 1000 appends of 100 B after the checkpoint; RssAnon grew by
+        // 50_000 bytes over them, VmRSS by 200_000.
+        let v = resident_figures(
+            [m(1_000, 5_000), m(11_000, 105_000), m(61_000, 305_000)],
+            500,
+            1_500,
+            100,
+        );
+        assert_eq!(v["rss_anon_start"], 1_000);
+        assert_eq!(v["rss_anon_checkpoint"], 11_000);
+        assert_eq!(v["rss_anon_end"], 61_000);
+        assert_eq!(v["vm_rss_end"], 305_000);
+        assert_eq!(v["anon_bytes_per_appended_byte"], 0.5);
+        assert_eq!(v["anon_bytes_per_append"], 50.0);
+        assert_eq!(v["vm_rss_bytes_per_appended_byte"], 2.0);
+        assert_eq!(v["anon_growth_total"], 60_000);
+        assert_eq!(v["vm_rss_growth_total"], 300_000);
+        // Memory may shrink; nothing appended after the checkpoint has no
+        // per-byte figure.
+        let v = resident_figures([m(9, 9), m(8, 8), m(4, 4)], 10, 10, 100);
+        assert_eq!(v["anon_growth_total"], -5);
+        assert_eq!(v["anon_bytes_per_appended_byte"], Value::Null);
+        assert_eq!(v["anon_bytes_per_append"], Value::Null);
+    }
+
+    #[test]
+    fn retries_back_off_to_half_a_second() {
+        assert_eq!(retry_backoff(1), Duration::from_millis(10));
+        assert_eq!(retry_backoff(2), Duration::from_millis(20));
+        assert_eq!(retry_backoff(6), Duration::from_millis(320));
+        assert_eq!(retry_backoff(7), Duration::from_millis(500));
+        assert_eq!(retry_backoff(u32::MAX), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn significant_keeps_four_digits() {
+        assert_eq!(significant(0.000_123_456), 0.000_123_5);
+        assert_eq!(significant(1.0), 1.0);
+        assert_eq!(significant(-1234.56), -1235.0);
+        assert_eq!(significant(0.0), 0.0);
     }
 }

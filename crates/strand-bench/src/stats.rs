@@ -58,10 +58,61 @@ fn clock_ticks() -> f64 {
 
 /// Resident memory of a process in bytes, from `/proc/PID/status`.
 pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
+    resident(pid).map(|m| m.vm_rss)
+}
+
+/// A process's resident memory in bytes, from `/proc/PID/status`: all of
+/// it (`VmRSS`) and its anonymous part (`RssAnon`: heap and stacks, not
+/// file pages or shared memory).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Resident {
+    pub(crate) rss_anon: u64,
+    pub(crate) vm_rss: u64,
+}
+
+impl Resident {
+    /// Both figures added up over the processes; `None` without
+    /// processes or when one cannot be read.
+    pub(crate) fn of(pids: &[u32]) -> Option<Resident> {
+        if pids.is_empty() {
+            return None;
+        }
+        pids.iter().try_fold(Resident::default(), |sum, pid| {
+            let m = resident(*pid)?;
+            Some(Resident {
+                rss_anon: sum.rss_anon + m.rss_anon,
+                vm_rss: sum.vm_rss + m.vm_rss,
+            })
+        })
+    }
+}
+
+/// [`Resident`] of one process.
+pub(crate) fn resident(pid: u32) -> Option<Resident> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    parse_resident(&status)
+}
+
+/// [`Resident`] from the text of a `/proc/PID/status` file, whose lines
+/// read `VmRSS:\t    3956 kB`; `None` when either line is missing or
+/// malformed.
+pub(crate) fn parse_resident(status: &str) -> Option<Resident> {
+    Some(Resident {
+        rss_anon: status_kib(status, "RssAnon:")? * 1024,
+        vm_rss: status_kib(status, "VmRSS:")? * 1024,
+    })
+}
+
+/// The value of the `/proc/PID/status` line `key` (with its colon), in
+/// KiB as the kernel writes it.
+fn status_kib(status: &str, key: &str) -> Option<u64> {
+    let rest = status.lines().find_map(|l| l.strip_prefix(key))?;
+    let mut words = rest.split_whitespace();
+    let kib = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => Some(kib),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -88,5 +139,32 @@ mod tests {
         let me = std::process::id();
         assert!(cpu_seconds(me).is_some());
         assert!(rss_bytes(me).is_some_and(|b| b > 0));
+        let both = Resident::of(&[me, me]).expect("this process's memory");
+        assert!(both.rss_anon > 0 && both.vm_rss >= both.rss_anon);
+        assert_eq!(Resident::of(&[]), None);
+    }
+
+    const STATUS: &str = "Name:\tdurable-streams\nUmask:\t0022\nState:\tS (sleeping)\n\
+        VmPeak:\t  826420 kB\nVmSize:\t  826420 kB\nVmHWM:\t    4004 kB\n\
+        VmRSS:\t    3956 kB\nRssAnon:\t     324 kB\nRssFile:\t    3632 kB\n\
+        RssShmem:\t       0 kB\nThreads:\t5\n";
+
+    #[test]
+    fn parses_proc_status() {
+        assert_eq!(
+            parse_resident(STATUS),
+            Some(Resident {
+                rss_anon: 324 * 1024,
+                vm_rss: 3956 * 1024,
+            })
+        );
+        // RssFile and RssShmem are not RssAnon, nor VmHWM VmRSS.
+        let without_anon = STATUS.replace("RssAnon:", "RssX:");
+        assert_eq!(parse_resident(&without_anon), None);
+        assert_eq!(status_kib(STATUS, "VmHWM:"), Some(4004));
+        assert_eq!(status_kib("VmRSS:\t 12 MB\n", "VmRSS:"), None);
+        assert_eq!(status_kib("VmRSS:\t x kB\n", "VmRSS:"), None);
+        assert_eq!(status_kib("VmRSS:\n", "VmRSS:"), None);
+        assert_eq!(parse_resident(""), None);
     }
 }
