@@ -1,11 +1,18 @@
 //! `cargo xtask loadtest [--compare] [--quick]`: the load scenarios of
 //! `strand-bench` against strand-server, and with `--compare` also against
 //! the node reference server (`@durable-streams/server` 0.3.7, pinned in
-//! `tests/http-conformance/package-lock.json`) and the Rust community server
+//! `tests/http-conformance/package-lock.json`), the Rust community server
 //! (`durable-streams-server` 0.3.0, installed with `cargo install --locked`
-//! into `target/peers/`), one server at a time, each in memory, each
-//! restarted for every scenario. Prints one table: every figure for each
-//! server and strand's ratio to each peer. `--durable` adds strand-server
+//! into `target/peers/`) and Electric's Rust server (crate
+//! `durable-streams` 0.1.5, whose binary has the same name, installed the
+//! same way into its own root `target/peers/electric-0.1.5/`) twice: with
+//! `--durability memory` and with `--durability wal` (group-commit
+//! fdatasync). Electric's server keeps its streams in files in both modes
+//! (memory mode only skips the WAL and fsync), so each run of it gets a
+//! fresh `--data-dir` under `target/loadtest/`, removed when it stops; the
+//! other servers run in memory. One server at a time, each restarted for
+//! every scenario. Prints one table: every figure for each server and
+//! strand's ratio to each peer. `--durable` adds strand-server
 //! with `--data-dir` (a fresh directory per scenario, fsync on),
 //! `--fsync-never` the same with `--fsync never`, and `--cluster` a
 //! three-node durable loopback cluster (fresh directories
@@ -22,6 +29,15 @@
 //! The write scenarios also show the durable nodes' group commit,
 //! measured by their log counters (`GET /__strand/health`): log entries
 //! per fsync and the mean fsync time, over every node.
+//! The `resident` scenarios append a fixed number of bytes round-robin
+//! over many streams and measure the growth of the server's anonymous
+//! resident memory (`RssAnon` in `/proc/PID/status`: heap, not page
+//! cache) per appended byte and per append, between a checkpoint and the
+//! end: *large*, 64 KiB bodies over 100 streams, 2 GiB with the checkpoint
+//! at 1 GiB (`--quick`: 256 MiB, 128 MiB), 8 writers
+//! (`--resident-writers-large N`); *small*, 256 B bodies over 10,000
+//! streams, 1 GiB with the checkpoint at 512 MiB (`--quick`: 64 MiB,
+//! 32 MiB), 500 writers (`--resident-writers-small N`).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -39,14 +55,38 @@ use crate::http_conformance::{
 };
 use crate::{cargo, run};
 
-/// The Rust community server this compares against, pinned.
-const PEER_CRATE: &str = "durable-streams-server";
-const PEER_VERSION: &str = "0.3.0";
+/// A peer server installed from crates.io with `cargo install --locked`,
+/// pinned, into its own root under the target directory.
+struct PeerCrate {
+    krate: &'static str,
+    version: &'static str,
+    /// The binary `cargo install` puts in `ROOT/bin`.
+    binary: &'static str,
+    /// The install root, relative to the target directory.
+    root: &'static str,
+}
+
+/// The Rust community server this compares against.
+const RUST_PEER: PeerCrate = PeerCrate {
+    krate: "durable-streams-server",
+    version: "0.3.0",
+    binary: "durable-streams-server",
+    root: "peers",
+};
+
+/// Electric's Rust server: a binary of the same name, so another root.
+const ELECTRIC: PeerCrate = PeerCrate {
+    krate: "durable-streams",
+    version: "0.1.5",
+    binary: "durable-streams-server",
+    root: "peers/electric-0.1.5",
+};
+
 /// Idle timeout for live reads during the load runs (node's default).
 const LONG_POLL_MS: u64 = 30_000;
 
 /// Usage of the task.
-pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--only TEXT] [--pin]";
+pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--only TEXT] [--pin] [--resident-writers-large N] [--resident-writers-small N]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
@@ -57,6 +97,8 @@ enum Target {
     StrandClusterLeader,
     Node,
     RustPeer,
+    Electric,
+    ElectricWal,
 }
 
 impl Target {
@@ -69,6 +111,33 @@ impl Target {
             Target::StrandClusterLeader => "strand 3 nodes, to leader",
             Target::Node => "node 0.3.7",
             Target::RustPeer => "rust 0.3.0",
+            Target::Electric => "electric 0.1.5 memory",
+            Target::ElectricWal => "electric 0.1.5 wal",
+        }
+    }
+
+    /// The name in a ratio column's header, `strand/NAME`.
+    fn short(self) -> &'static str {
+        match self {
+            Target::Strand => "strand",
+            Target::StrandDurable => "durable",
+            Target::StrandNoFsync => "no-fsync",
+            Target::StrandCluster => "3-nodes",
+            Target::StrandClusterLeader => "3n-leader",
+            Target::Node => "node",
+            Target::RustPeer => "rust",
+            Target::Electric => "electric",
+            Target::ElectricWal => "electric-wal",
+        }
+    }
+
+    /// Electric's data directory for a run of this target, if it is
+    /// Electric's server.
+    fn electric_data(self, work: &Path) -> Option<PathBuf> {
+        match self {
+            Target::Electric => Some(work.join("electric-data")),
+            Target::ElectricWal => Some(work.join("electric-wal-data")),
+            _ => None,
         }
     }
 }
@@ -114,8 +183,90 @@ const CATCHUP_FIGURES: &[(&str, &str, bool)] = &[
     ("incomplete_streams", "incomplete streams", false),
 ];
 const MEMORY_FIGURES: &[(&str, &str, bool)] = &[("bytes_per_stream", "RSS bytes/stream", false)];
+const RESIDENT_FIGURES: &[(&str, &str, bool)] = &[
+    (
+        "anon_bytes_per_appended_byte",
+        "RssAnon bytes per appended byte",
+        false,
+    ),
+    ("anon_bytes_per_append", "RssAnon bytes per append", false),
+    ("anon_growth_total", "RssAnon growth, whole run (B)", false),
+    (
+        "vm_rss_bytes_per_appended_byte",
+        "VmRSS bytes per appended byte",
+        false,
+    ),
+    ("appended_mib_per_s", "appended MiB/s", true),
+    ("finished", "every byte appended in time", true),
+    ("errors", "errors", false),
+    ("retries", "retries (503/507)", false),
+];
+/// Figures that are counts or yes/no: no ratio.
+const NO_RATIO: &[&str] = &[
+    "all_delivered",
+    "errors",
+    "incomplete_streams",
+    "finished",
+    "retries",
+];
 
-fn scenarios(quick: bool) -> Vec<Scenario> {
+/// Concurrent writers of the two `resident` shapes.
+#[derive(Debug, Clone, Copy)]
+struct ResidentWriters {
+    large: usize,
+    small: usize,
+}
+
+impl Default for ResidentWriters {
+    fn default() -> Self {
+        Self {
+            large: 8,
+            small: 500,
+        }
+    }
+}
+
+/// The `resident` scenario of one shape: `streams` streams, bodies of
+/// `body` bytes, `total` bytes with the checkpoint at `checkpoint`
+/// (sizes as strand-bench parses them, e.g. `64KiB`).
+fn resident_scenario(
+    shape: &str,
+    streams: usize,
+    body: &str,
+    (total, checkpoint): (&str, &str),
+    writers: usize,
+) -> Scenario {
+    let spaced = |size: &str| {
+        let digits = size.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        format!("{digits} {}", &size[digits.len()..])
+    };
+    Scenario {
+        name: format!(
+            "resident {shape}: {} x {streams} streams, {}",
+            spaced(body),
+            spaced(total)
+        ),
+        args: [
+            "resident",
+            "--streams",
+            &streams.to_string(),
+            "--body-bytes",
+            body,
+            "--total-bytes",
+            total,
+            "--checkpoint-bytes",
+            checkpoint,
+            "--writers",
+            &writers.to_string(),
+        ]
+        .iter()
+        .map(|x| (*x).to_owned())
+        .collect(),
+        figures: RESIDENT_FIGURES,
+    }
+}
+
+fn scenarios(quick: bool, writers: ResidentWriters) -> Vec<Scenario> {
     let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
     let secs = if quick { "3" } else { "10" };
     let mut out = vec![
@@ -172,6 +323,28 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
         ]),
         figures: MEMORY_FIGURES,
     });
+    out.push(resident_scenario(
+        "large",
+        100,
+        "64KiB",
+        if quick {
+            ("256MiB", "128MiB")
+        } else {
+            ("2GiB", "1GiB")
+        },
+        writers.large,
+    ));
+    out.push(resident_scenario(
+        "small",
+        10_000,
+        "256B",
+        if quick {
+            ("64MiB", "32MiB")
+        } else {
+            ("1GiB", "512MiB")
+        },
+        writers.small,
+    ));
     out
 }
 
@@ -180,6 +353,7 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     let (mut compare, mut quick, mut durable, mut no_fsync) = (false, false, false, false);
     let (mut cluster, mut cluster_leader, mut pin) = (false, false, false);
     let mut only: Option<String> = None;
+    let mut writers = ResidentWriters::default();
     let mut args = args.iter();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -196,6 +370,18 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
                         .ok_or_else(|| format!("--only needs a value; usage: {USAGE}"))?
                         .clone(),
                 );
+            }
+            "--resident-writers-large" | "--resident-writers-small" => {
+                let n = args
+                    .next()
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("{a} needs a positive number; usage: {USAGE}"))?;
+                if a == "--resident-writers-large" {
+                    writers.large = n;
+                } else {
+                    writers.small = n;
+                }
             }
             other => return Err(format!("unknown option `{other}`; usage: {USAGE}")),
         }
@@ -235,11 +421,17 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     }
     if compare {
         prepare_packages(root, &target_dir(root).join("http-conformance"))?;
-        ensure_peer(root)?;
-        targets.extend([Target::Node, Target::RustPeer]);
+        ensure_peer(root, &RUST_PEER)?;
+        ensure_peer(root, &ELECTRIC)?;
+        targets.extend([
+            Target::Node,
+            Target::RustPeer,
+            Target::Electric,
+            Target::ElectricWal,
+        ]);
     }
     let bench = target_dir(root).join("release").join("strand-bench");
-    let mut scenarios = scenarios(quick);
+    let mut scenarios = scenarios(quick, writers);
     if let Some(text) = &only {
         scenarios.retain(|s| s.name.contains(text.as_str()));
         if scenarios.is_empty() {
@@ -266,6 +458,10 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
                 server.check_running()?;
             }
             drop(servers);
+            // Nothing reads Electric's files afterwards; up to a few GiB.
+            if let Some(data) = target.electric_data(&work) {
+                let _ = fs::remove_dir_all(data);
+            }
             match outcome {
                 Ok(value) => {
                     println!("    {value}");
@@ -326,6 +522,7 @@ fn start_one(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, St
             work.join("node-server.log"),
         ),
         Target::RustPeer => start_peer(root, work),
+        Target::Electric | Target::ElectricWal => start_electric(root, target, work),
     }
 }
 
@@ -469,47 +666,55 @@ fn run_bench(
     serde_json::from_str(line).map_err(|e| format!("bad RESULT line: {e}"))
 }
 
-fn peer_binary(root: &Path) -> PathBuf {
-    target_dir(root).join("peers").join("bin").join(PEER_CRATE)
+fn peer_binary(root: &Path, peer: &PeerCrate) -> PathBuf {
+    target_dir(root)
+        .join(peer.root)
+        .join("bin")
+        .join(peer.binary)
 }
 
-/// Installs the pinned Rust community server under `target/peers/` once.
-fn ensure_peer(root: &Path) -> Result<(), String> {
-    let stamp = target_dir(root)
-        .join("peers")
-        .join(format!("{PEER_CRATE}-{PEER_VERSION}.installed"));
-    if peer_binary(root).is_file() && stamp.is_file() {
+/// Installs a pinned peer server under `target/ROOT/` once (a marker file
+/// beside its `bin/` says which version is there).
+fn ensure_peer(root: &Path, peer: &PeerCrate) -> Result<(), String> {
+    let PeerCrate {
+        krate,
+        version,
+        root: dir,
+        ..
+    } = peer;
+    let install_root = target_dir(root).join(dir);
+    let stamp = install_root.join(format!("{krate}-{version}.installed"));
+    if peer_binary(root, peer).is_file() && stamp.is_file() {
         return Ok(());
     }
-    println!(
-        "xtask: installing {PEER_CRATE} {PEER_VERSION} into target/peers (cargo install --locked)"
-    );
+    println!("xtask: installing {krate} {version} into target/{dir} (cargo install --locked)");
     let mut cmd = cargo(root);
     cmd.args([
         "install",
         "--locked",
         "--force",
-        &format!("{PEER_CRATE}@{PEER_VERSION}"),
+        &format!("{krate}@{version}"),
         "--root",
     ])
-    .arg(target_dir(root).join("peers"));
+    .arg(&install_root);
     run(cmd)?;
-    fs::write(&stamp, PEER_VERSION).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
+    fs::write(&stamp, version).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
+}
+
+/// A free loopback port (free when asked; the server binds it next).
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))
+        .map(|a| a.port())
 }
 
 /// Starts the Rust community server in memory on a free loopback port and
 /// waits for `/healthz`.
 fn start_peer(root: &Path, work: &Path) -> Result<ServerGuard, String> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("no free port: {e}"))?
-        .port();
-    let log = work.join("rust-peer.log");
-    let file =
-        fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let err = file.try_clone().map_err(|e| e.to_string())?;
-    let child = server_command(peer_binary(root))
-        .env("DS_SERVER__BIND_ADDRESS", format!("127.0.0.1:{port}"))
+    let port = free_port()?;
+    let mut cmd = server_command(peer_binary(root, &RUST_PEER));
+    cmd.env("DS_SERVER__BIND_ADDRESS", format!("127.0.0.1:{port}"))
         .env("DS_STORAGE__MODE", "memory")
         .env("DS_TRANSPORT__MODE", "http")
         // Its defaults cap all streams at 100 MiB and each at 10 MiB, which
@@ -518,32 +723,90 @@ fn start_peer(root: &Path, work: &Path) -> Result<ServerGuard, String> {
         // gets room too (each server runs alone on a 24 GiB machine).
         .env("DS_LIMITS__MAX_MEMORY_BYTES", (16u64 << 30).to_string())
         .env("DS_LIMITS__MAX_STREAM_BYTES", (4u64 << 30).to_string())
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "warn");
+    spawn_polled(
+        "durable-streams-server",
+        cmd,
+        port,
+        &work.join("rust-peer.log"),
+        "GET /healthz",
+    )
+}
+
+/// Starts Electric's server on a free loopback port with a fresh data
+/// directory, `--durability memory` or (for [`Target::ElectricWal`])
+/// `wal`, and waits for `/health`.
+fn start_electric(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
+    let data = target
+        .electric_data(work)
+        .ok_or("not a target of Electric's server")?;
+    let _ = fs::remove_dir_all(&data);
+    fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
+    let durability = if target == Target::ElectricWal {
+        "wal"
+    } else {
+        "memory"
+    };
+    let port = free_port()?;
+    let mut cmd = server_command(peer_binary(root, &ELECTRIC));
+    cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .arg("--data-dir")
+        .arg(&data)
+        .args([
+            "--durability",
+            durability,
+            "--long-poll-timeout-ms",
+            &LONG_POLL_MS.to_string(),
+        ])
+        .env("RUST_LOG", "warn");
+    spawn_polled(
+        "electric durable-streams-server",
+        cmd,
+        port,
+        &work.join(format!("electric-{durability}.log")),
+        "GET /health",
+    )
+}
+
+/// Spawns a peer server that listens on `port`, its stdout and stderr
+/// to `log`, and waits up to 30 s for `health` (`METHOD PATH`) to answer
+/// 200.
+fn spawn_polled(
+    name: &'static str,
+    mut cmd: std::process::Command,
+    port: u16,
+    log: &Path,
+    health: &str,
+) -> Result<ServerGuard, String> {
+    let file =
+        fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let err = file.try_clone().map_err(|e| e.to_string())?;
+    let child = cmd
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(err)
         .spawn()
-        .map_err(|e| format!("cannot start {PEER_CRATE}: {e}"))?;
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
     let url = format!("http://127.0.0.1:{port}");
     let mut guard = ServerGuard {
-        name: "durable-streams-server",
+        name,
         child,
         stdin: None,
         url: url.clone(),
-        log: log.clone(),
+        log: log.to_owned(),
     };
     let addr = loopback_addr(&url)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         guard.check_running()?;
-        if status_of(addr, "GET /healthz") == Ok(200) {
+        if status_of(addr, health) == Ok(200) {
             return Ok(guard);
         }
         thread::sleep(Duration::from_millis(100));
     }
     Err(format!(
-        "{PEER_CRATE} did not become healthy; {}",
-        log_tail(&log)
+        "{name} did not answer {health} with 200; {}",
+        log_tail(log)
     ))
 }
 
@@ -563,6 +826,9 @@ fn show(v: Option<&Value>) -> String {
             let f = n.as_f64().unwrap_or(0.0);
             if f.abs() >= 100.0 || f.fract() == 0.0 {
                 format!("{f:.0}")
+            } else if f.abs() < 0.01 {
+                // Bytes of memory per appended byte can be this small.
+                format!("{f:.1e}")
             } else {
                 format!("{f:.2}")
             }
@@ -571,26 +837,53 @@ fn show(v: Option<&Value>) -> String {
     }
 }
 
+/// strand's figure over a peer's, as `N.NNx`; `-` for counts and yes/no
+/// figures, a peer's zero, or a negative figure (memory that shrank).
+fn ratio(key: &str, strand: Option<&Value>, peer: Option<&Value>) -> String {
+    match (strand.and_then(number), peer.and_then(number)) {
+        (Some(a), Some(b)) if a >= 0.0 && b > 0.0 && !NO_RATIO.contains(&key) => {
+            format!("{:.2}x", a / b)
+        }
+        _ => "-".into(),
+    }
+}
+
 fn print_table(
     scenarios: &[Scenario],
     targets: &[Target],
     results: &BTreeMap<(usize, usize), Value>,
 ) {
-    let mut header = format!("| {:<44} | {:<32} |", "scenario", "figure");
-    for t in targets {
-        header.push_str(&format!(" {:>10} |", t.label()));
+    // Every column as wide as its header or widest cell.
+    let name_width = scenarios
+        .iter()
+        .map(|s| s.name.len())
+        .chain([44])
+        .max()
+        .unwrap_or(44);
+    let figure_width = scenarios
+        .iter()
+        .flat_map(|s| s.figures.iter().map(|f| f.1.len()))
+        .chain([32])
+        .max()
+        .unwrap_or(32);
+    let value_widths: Vec<usize> = targets.iter().map(|t| t.label().len().max(10)).collect();
+    // The durable variants are compared by their flag, the peers by
+    // their name.
+    let ratio_headers: Vec<String> = targets
+        .iter()
+        .skip(1)
+        .map(|t| format!("strand/{}", t.short()))
+        .collect();
+    let ratio_widths: Vec<usize> = ratio_headers.iter().map(|h| h.len().max(17)).collect();
+    let mut header = format!(
+        "| {:<name_width$} | {:<figure_width$} |",
+        "scenario", "figure"
+    );
+    for (t, w) in targets.iter().zip(&value_widths) {
+        header.push_str(&format!(" {:>w$} |", t.label()));
     }
-    for t in targets.iter().skip(1) {
-        // The durable variants are compared by their flag, the peers by
-        // their name.
-        let short = match t {
-            Target::StrandDurable => "durable",
-            Target::StrandNoFsync => "no-fsync",
-            Target::StrandCluster => "3-nodes",
-            Target::StrandClusterLeader => "3n-leader",
-            _ => t.label().split(' ').next().unwrap_or(""),
-        };
-        header.push_str(&format!(" strand/{short:<10} |"));
+    for (h, w) in ratio_headers.iter().zip(&ratio_widths) {
+        header.push_str(&format!(" {h:<w$} |"));
     }
     println!();
     println!("{header}");
@@ -605,31 +898,23 @@ fn print_table(
     );
     for (si, scenario) in scenarios.iter().enumerate() {
         for (key, label, _higher) in scenario.figures {
-            let mut row = format!("| {:<44} | {:<32} |", scenario.name, label);
+            let mut row = format!(
+                "| {:<name_width$} | {:<figure_width$} |",
+                scenario.name, label
+            );
             let values: Vec<Option<&Value>> = (0..targets.len())
                 .map(|ti| results.get(&(si, ti)).and_then(|r| r.get(*key)))
                 .collect();
             // Figures no server reported (the log counters of a run
             // without durable servers) would be a row of dashes.
-            if values.iter().all(Option::is_none) {
+            if values.iter().all(|v| v.is_none_or(Value::is_null)) {
                 continue;
             }
-            for v in &values {
-                row.push_str(&format!(" {:>10} |", show(*v)));
+            for (v, w) in values.iter().zip(&value_widths) {
+                row.push_str(&format!(" {:>w$} |", show(*v)));
             }
-            for v in values.iter().skip(1) {
-                let ratio = match (values[0].and_then(number), v.and_then(number)) {
-                    (Some(a), Some(b))
-                        if b != 0.0
-                            && *key != "all_delivered"
-                            && *key != "errors"
-                            && *key != "incomplete_streams" =>
-                    {
-                        format!("{:.2}x", a / b)
-                    }
-                    _ => "-".into(),
-                };
-                row.push_str(&format!(" {:>17} |", ratio));
+            for (v, w) in values.iter().skip(1).zip(&ratio_widths) {
+                row.push_str(&format!(" {:>w$} |", ratio(key, values[0], *v)));
             }
             println!("{row}");
         }
@@ -638,7 +923,7 @@ fn print_table(
 
 #[cfg(test)]
 mod tests {
-    use super::parse_cpu_list;
+    use super::*;
 
     #[test]
     fn cpu_lists_parse_as_the_kernel_writes_them() {
@@ -653,5 +938,50 @@ mod tests {
         for bad in ["x", "3-1", "0-", "-2", "0-99999", "1;2"] {
             assert!(parse_cpu_list(bad).is_err(), "{bad} parsed");
         }
+    }
+
+    #[test]
+    fn resident_scenarios_are_named_and_shaped() {
+        let all = scenarios(true, ResidentWriters::default());
+        let resident: Vec<&Scenario> = all.iter().filter(|s| s.name.contains("resident")).collect();
+        let names: Vec<&str> = resident.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "resident large: 64 KiB x 100 streams, 256 MiB",
+                "resident small: 256 B x 10000 streams, 64 MiB",
+            ]
+        );
+        assert_eq!(
+            resident[1].args.join(" "),
+            "resident --streams 10000 --body-bytes 256B --total-bytes 64MiB \
+             --checkpoint-bytes 32MiB --writers 500"
+        );
+        let full = scenarios(false, ResidentWriters { large: 3, small: 7 });
+        let large = full
+            .iter()
+            .find(|s| s.name.starts_with("resident large"))
+            .expect("the large shape");
+        assert_eq!(large.name, "resident large: 64 KiB x 100 streams, 2 GiB");
+        assert_eq!(
+            large.args.join(" "),
+            "resident --streams 100 --body-bytes 64KiB --total-bytes 2GiB \
+             --checkpoint-bytes 1GiB --writers 3"
+        );
+    }
+
+    #[test]
+    fn ratios_skip_counts_zeros_and_shrinkage() {
+        let (one, two) = (serde_json::json!(1.0), serde_json::json!(2.0));
+        let (zero, shrank) = (serde_json::json!(0), serde_json::json!(-4));
+        assert_eq!(ratio("p99_ms", Some(&one), Some(&two)), "0.50x");
+        assert_eq!(ratio("errors", Some(&one), Some(&two)), "-");
+        assert_eq!(ratio("retries", Some(&one), Some(&two)), "-");
+        assert_eq!(ratio("p99_ms", Some(&one), Some(&zero)), "-");
+        assert_eq!(ratio("p99_ms", Some(&shrank), Some(&two)), "-");
+        assert_eq!(ratio("p99_ms", None, Some(&one)), "-");
+        assert_eq!(show(Some(&serde_json::json!(0.000_123_4))), "1.2e-4");
+        assert_eq!(show(Some(&serde_json::json!(1.0117))), "1.01");
+        assert_eq!(show(Some(&serde_json::json!(-167_936))), "-167936");
     }
 }
