@@ -37,7 +37,9 @@
 //! at 1 GiB (`--quick`: 256 MiB, 128 MiB), 8 writers
 //! (`--resident-writers-large N`); *small*, 256 B bodies over 10,000
 //! streams, 1 GiB with the checkpoint at 512 MiB (`--quick`: 64 MiB,
-//! 32 MiB), 500 writers (`--resident-writers-small N`).
+//! 32 MiB), 500 writers (`--resident-writers-small N`). strand-bench stops
+//! appending when the server's VmRSS reaches 12 GiB (half this machine's
+//! memory), and the table's `every byte appended in time` then says NO.
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -121,6 +121,12 @@ pub(crate) struct ResidentArgs {
     /// then says `"finished": false`).
     #[arg(long, default_value_t = 1200)]
     max_seconds: u64,
+    /// Stop appending once the server's VmRSS (summed over its processes,
+    /// read every 100 ms) reaches this, so that a server that keeps many
+    /// times the appended bytes cannot exhaust the machine's memory (the
+    /// result then says `"stopped_at_rss_limit": true`).
+    #[arg(long, default_value = "12GiB", value_parser = parse_size)]
+    max_rss: u64,
 }
 
 /// A byte count: a plain number, or one with a binary unit (`K`/`KiB`,
@@ -724,7 +730,16 @@ struct Appending {
     body: Bytes,
     max_retries: u32,
     deadline: Instant,
+    /// Set when the server's memory reached `--max-rss`.
+    stop: std::sync::atomic::AtomicBool,
     tally: Tally,
+}
+
+impl Appending {
+    /// Whether to stop appending: past the deadline or the memory limit.
+    fn stopped(&self) -> bool {
+        Instant::now() >= self.deadline || self.stop.load(Ordering::Relaxed)
+    }
 }
 
 /// Appends number `first..end` (round-robin over the streams), one task
@@ -745,7 +760,7 @@ async fn append_phase(
             loop {
                 let i = t.next.fetch_add(1, Ordering::Relaxed);
                 if i >= end
-                    || Instant::now() >= shared.deadline
+                    || shared.stopped()
                     || t.requests.load(Ordering::Relaxed) >= MAX_REQUESTS
                 {
                     return conn;
@@ -768,7 +783,7 @@ async fn append_phase(
 }
 
 /// One append; a 503 or 507 with Retry-After is tried again after a short
-/// backoff, at most `max_retries` times and not past the deadline.
+/// backoff, at most `max_retries` times and not once stopped.
 /// Whether it was acknowledged (2xx).
 async fn append_retrying(conn: &mut Conn, path: &str, shared: &Appending) -> bool {
     let t = &shared.tally;
@@ -794,7 +809,7 @@ async fn append_retrying(conn: &mut Conn, path: &str, shared: &Appending) -> boo
             }
             Err(_) => false,
         };
-        if !busy || attempt >= shared.max_retries || Instant::now() >= shared.deadline {
+        if !busy || attempt >= shared.max_retries || shared.stopped() {
             return false;
         }
         attempt += 1;
@@ -898,14 +913,28 @@ async fn resident(
         body: Bytes::from(vec![b'r'; body_len]),
         max_retries: a.max_retries,
         deadline: started + Duration::from_secs(a.max_seconds),
+        stop: std::sync::atomic::AtomicBool::new(false),
         tally: Tally::default(),
     });
+    let watcher = {
+        let (shared, pids, limit) = (Arc::clone(&shared), pids.to_vec(), a.max_rss);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if Resident::of(&pids).is_some_and(|m| m.vm_rss >= limit) {
+                    shared.stop.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        })
+    };
     let conns = append_phase(conns, &shared, 0, checkpoint).await?;
     let at_checkpoint = shared.tally.appends.load(Ordering::Relaxed);
     let mid = sample().await?;
     let mid_elapsed = started.elapsed();
     let conns = append_phase(conns, &shared, checkpoint, total).await?;
     let elapsed = started.elapsed().saturating_sub(settle);
+    watcher.abort();
     drop(conns);
     let end = sample().await?;
     let t = &shared.tally;
@@ -925,6 +954,7 @@ async fn resident(
         "errors": errors,
         "retries": t.retries.load(Ordering::Relaxed),
         "finished": appends + errors >= total,
+        "stopped_at_rss_limit": shared.stop.load(Ordering::Relaxed),
         "seconds": significant(elapsed.as_secs_f64()),
         "seconds_to_checkpoint": significant(mid_elapsed.saturating_sub(settle).as_secs_f64()),
         "appended_mib_per_s": significant(
