@@ -585,15 +585,27 @@ fn spawn_server(
         return Err(format!("{name}: no stdout pipe"));
     };
 
-    // Reads the first line, then copies the rest of stdout to the log so
-    // the server never blocks on a full pipe.
+    // Reads lines until the ready line (strand-server prints its data
+    // directory and admin address first; at most 16 lines), copying the
+    // others to the log, then copies the rest of stdout to the log so the
+    // server never blocks on a full pipe.
     let (tx, rx) = mpsc::channel();
+    let ready = prefix.to_owned();
     thread::spawn(move || {
         let mut reader = BufReader::new(stdout);
-        let mut first = String::new();
-        let read = reader.read_line(&mut first).map(|_| first);
-        let _ = tx.send(read);
         let mut log_file = log_file;
+        let mut read = Ok(String::new());
+        for _ in 0..16 {
+            let mut line = String::new();
+            read = reader.read_line(&mut line).map(|_| line);
+            match &read {
+                Ok(line) if !line.is_empty() && !line.starts_with(&ready) => {
+                    let _ = log_file.write_all(line.as_bytes());
+                }
+                _ => break,
+            }
+        }
+        let _ = tx.send(read);
         let _ = std::io::copy(&mut reader, &mut log_file);
     });
     let line = match rx.recv_timeout(START_TIMEOUT) {
