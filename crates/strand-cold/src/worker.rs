@@ -298,33 +298,62 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     shared.stats.success();
     ColdStats::add(&shared.stats.uploads, 1);
     ColdStats::add(&shared.stats.uploaded_bytes, size);
-    let mut committed = 0u64;
+    // One `FlushCold` per piece: a stream's pieces in order, different
+    // streams' at once, so the group proposes them together (one log
+    // entry, one fsync) rather than one round trip each.
+    let mut by_stream: Vec<Vec<(u64, ColdFlushCandidate)>> = Vec::new();
     for (at, c) in placed {
-        let len = c.end_offset.saturating_sub(c.start_offset);
-        let command = StreamCommand::FlushCold {
-            stream_id: c.stream_id.clone(),
-            chunk: ColdChunkRef {
-                start_offset: c.start_offset,
-                end_offset: c.end_offset,
-                s3_path: name.clone(),
-                object_size: size,
-                object_offset: at,
-                // Recorded (exclusive chunks are not), so reads find it.
-                shared_object: true,
-                payload_digest: c.payload_digest,
-            },
-        };
-        match apply_retrying(engine, Target::Stream(&c.stream_id), command).await {
-            Ok(StreamResponse::ColdFlushed { .. }) => {
-                committed += 1;
-                ColdStats::add(&shared.stats.flushed_chunks, 1);
-                ColdStats::add(&shared.stats.flushed_bytes, len);
+        match by_stream
+            .iter_mut()
+            .find(|pieces| pieces.first().is_some_and(|(_, p)| p.stream_id == c.stream_id))
+        {
+            Some(pieces) => pieces.push((at, c)),
+            None => by_stream.push(vec![(at, c)]),
+        }
+    }
+    let commits = by_stream.into_iter().map(|pieces| {
+        let name = &name;
+        async move {
+            let mut committed = 0u64;
+            for (at, c) in pieces {
+                let len = c.end_offset.saturating_sub(c.start_offset);
+                let command = StreamCommand::FlushCold {
+                    stream_id: c.stream_id.clone(),
+                    chunk: ColdChunkRef {
+                        start_offset: c.start_offset,
+                        end_offset: c.end_offset,
+                        s3_path: name.clone(),
+                        object_size: size,
+                        object_offset: at,
+                        // Recorded (exclusive chunks are not), so reads find it.
+                        shared_object: true,
+                        payload_digest: c.payload_digest,
+                    },
+                };
+                match apply_retrying(engine, Target::Stream(&c.stream_id), command).await {
+                    Ok(StreamResponse::ColdFlushed { .. }) => {
+                        committed += 1;
+                        ColdStats::add(&shared.stats.flushed_chunks, 1);
+                        ColdStats::add(&shared.stats.flushed_bytes, len);
+                    }
+                    Ok(other) => {
+                        tracing::debug!(group, stream = %c.stream_id, response = ?other, "stale cold flush");
+                        ColdStats::add(&shared.stats.stale_chunks, 1);
+                        // The stream moved under the plan: its later
+                        // pieces cannot follow this one.
+                        break;
+                    }
+                    Err(_) => return None,
+                }
             }
-            Ok(other) => {
-                tracing::debug!(group, stream = %c.stream_id, response = ?other, "stale cold flush");
-                ColdStats::add(&shared.stats.stale_chunks, 1);
-            }
-            Err(_) => return Step::Stop,
+            Some(committed)
+        }
+    });
+    let mut committed = 0u64;
+    for outcome in futures_util::future::join_all(commits).await {
+        match outcome {
+            Some(n) => committed += n,
+            None => return Step::Stop,
         }
     }
     if committed == 0 {
