@@ -303,10 +303,11 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     // entry, one fsync) rather than one round trip each.
     let mut by_stream: Vec<Vec<(u64, ColdFlushCandidate)>> = Vec::new();
     for (at, c) in placed {
-        match by_stream
-            .iter_mut()
-            .find(|pieces| pieces.first().is_some_and(|(_, p)| p.stream_id == c.stream_id))
-        {
+        match by_stream.iter_mut().find(|pieces| {
+            pieces
+                .first()
+                .is_some_and(|(_, p)| p.stream_id == c.stream_id)
+        }) {
             Some(pieces) => pieces.push((at, c)),
             None => by_stream.push(vec![(at, c)]),
         }

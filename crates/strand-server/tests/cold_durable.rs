@@ -24,34 +24,41 @@ fn bytes(s: usize, range: std::ops::Range<u64>) -> Vec<u8> {
     range.map(|o| byte_at(s, o)).collect()
 }
 
+/// Tiny flush thresholds, so a few hundred KiB pass through the tiers.
+const TINY_FLUSHES: [&str; 8] = [
+    "--cold-flush-bytes",
+    "16384",
+    "--cold-chunk-bytes",
+    "16384",
+    "--cold-pack-bytes",
+    "65536",
+    "--cold-flush-interval-ms",
+    "5",
+];
+
 /// The flags of a node with a tiny flush threshold.
 fn cold_args(cold: &Path) -> Vec<String> {
-    [
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--cold-dir",
-        &cold.display().to_string(),
-        "--cold-flush-bytes",
-        "16384",
-        "--cold-chunk-bytes",
-        "16384",
-        "--cold-pack-bytes",
-        "65536",
-        "--cold-flush-interval-ms",
-        "5",
-        "--cold-gc-interval-ms",
-        "50",
-        // Large enough never to refuse; set so the hot gauge is sampled.
-        "--max-hot-bytes",
-        "67108864",
-        "--cold-sweep-interval-ms",
-        "100",
-        "--cold-orphan-grace-ms",
-        "600000",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()
+    let mut args: Vec<String> = TINY_FLUSHES.iter().map(|s| (*s).to_owned()).collect();
+    args.extend(
+        [
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--cold-dir",
+            &cold.display().to_string(),
+            "--cold-gc-interval-ms",
+            "50",
+            // Large enough never to refuse; set so the hot gauge is sampled.
+            "--max-hot-bytes",
+            "67108864",
+            "--cold-sweep-interval-ms",
+            "100",
+            "--cold-orphan-grace-ms",
+            "600000",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned()),
+    );
+    args
 }
 
 /// [`request`] with a 5-second bound: a node that never answers is an
@@ -504,18 +511,11 @@ fn local_args(data: &Path) -> Vec<String> {
         &data.display().to_string(),
         "--snapshot-every",
         "40",
-        "--cold-flush-bytes",
-        "16384",
-        "--cold-chunk-bytes",
-        "16384",
-        "--cold-pack-bytes",
-        "65536",
-        "--cold-flush-interval-ms",
-        "5",
         "--max-hot-bytes",
         "131072",
     ]
     .iter()
+    .chain(TINY_FLUSHES.iter())
     .map(|s| (*s).to_owned())
     .collect()
 }
@@ -763,4 +763,77 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_loses_nothing() {
     verify(node.addr(0), &[more]).await;
     drop(node);
     drop(disk);
+}
+
+/// The tail of stream `s` (HEAD).
+async fn tail_of(addr: SocketAddr, s: usize) -> u64 {
+    let r = send(addr, "HEAD", &format!("/v1/stream/s{s}"), &[], b"").await;
+    assert_eq!(r.status, 200);
+    parse_offset(r.header("stream-next-offset").unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_flushing_to_segment_files_loses_no_acknowledged_byte() {
+    const STREAMS: usize = 4;
+    const PIECE: u64 = 2 * 1024;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let args = local_args(&data);
+    let mut node = Nodes(vec![Some(start_args(&args))]);
+    for s in 0..STREAMS {
+        create(node.addr(0), s).await;
+    }
+    let mut acked = [0u64; STREAMS];
+    for round in 0..4 {
+        let addr = node.addr(0);
+        let flushed_before = cold_report(addr).await.unwrap()["flushed_bytes"]
+            .as_u64()
+            .unwrap();
+        // Writers append until the node dies under them; each knows what
+        // was acknowledged.
+        let writers: Vec<_> = (0..STREAMS)
+            .map(|s| {
+                let from = acked[s];
+                tokio::spawn(async move {
+                    let mut len = from;
+                    for _ in 0..2_000 {
+                        let body = bytes(s, len..len + PIECE);
+                        let path = format!("/v1/stream/s{s}");
+                        match request(addr, "POST", &path, &text(), &body).await {
+                            Ok(r) if r.status == 204 => len += PIECE,
+                            Ok(r) if r.status == 503 => {}
+                            _ => break,
+                        }
+                    }
+                    len
+                })
+            })
+            .collect();
+        // Kill it once flushes are under way in this round.
+        report_until(addr, 10, |r| {
+            r["flushed_bytes"].as_u64().unwrap() >= flushed_before + 64 * 1024
+        })
+        .await;
+        node.take(0).kill9();
+        for (s, w) in writers.into_iter().enumerate() {
+            acked[s] = w.await.unwrap();
+        }
+        // Every acknowledged byte is back; an append in flight at the
+        // kill may have landed too, whole.
+        node.0[0] = Some(start_args(&args));
+        for (s, len) in acked.iter_mut().enumerate() {
+            let got = read_from(node.addr(0), s, None).await;
+            assert!(
+                got.len() as u64 >= *len && (got.len() as u64).is_multiple_of(PIECE),
+                "round {round} s{s}: {} bytes read, {len} acknowledged",
+                got.len()
+            );
+            assert!(
+                got == bytes(s, 0..got.len() as u64),
+                "round {round} s{s}: bytes differ"
+            );
+            *len = tail_of(node.addr(0), s).await;
+        }
+    }
+    assert!(segment_files(&data).len() > 1);
 }
