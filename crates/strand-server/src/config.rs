@@ -456,10 +456,13 @@ impl Config {
             let dir = dir.join(SEGMENTS_DIR);
             let segments = strand_cold::LocalSegments::open(&dir)
                 .map_err(|e| format!("the segment store {}: {e}", dir.display()))?;
-            return Ok(Some(strand_cold::ColdTier::local(
-                segments,
-                self.cold_config(),
-            )));
+            // The page cache keeps recently read segment bytes: a heap
+            // cache of ranges would hold them twice.
+            let config = strand_cold::ColdConfig {
+                cache_bytes: 0,
+                ..self.cold_config()
+            };
+            return Ok(Some(strand_cold::ColdTier::local(segments, config)));
         }
         let backend: strand_cold::SharedBackend = match (&self.cold_dir, &self.cold_url) {
             (Some(dir), _) => std::sync::Arc::new(
