@@ -554,21 +554,27 @@ fn start_refused(args: &[String]) -> String {
     panic!("the server neither started nor stopped within 60 s");
 }
 
+/// A durable single node on a fresh data directory with
+/// [`local_args`], and `streams` streams created on it.
+async fn start_local(streams: usize) -> (tempfile::TempDir, PathBuf, Vec<String>, Nodes) {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let args = local_args(&data);
+    let node = Nodes(vec![Some(start_args(&args))]);
+    for s in 0..streams {
+        create(node.addr(0), s).await;
+    }
+    (tmp, data, args, node)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_node_keeps_older_bytes_in_its_own_segment_files() {
     const STREAMS: usize = 3;
     const LEN: u64 = 96 * 1024;
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let args = local_args(&data);
-
     // 1. Three times the hot budget goes in; the budget holds (writes
     // beyond it wait for the flush: `send` retries their 503s) and the
     // older bytes are in segment files under the data directory.
-    let mut node = Nodes(vec![Some(start_args(&args))]);
-    for s in 0..STREAMS {
-        create(node.addr(0), s).await;
-    }
+    let (_tmp, data, args, mut node) = start_local(STREAMS).await;
     for s in 0..STREAMS {
         fill(node.addr(0), s, 0, LEN, 4 * 1024).await;
     }
@@ -776,13 +782,7 @@ async fn tail_of(addr: SocketAddr, s: usize) -> u64 {
 async fn kill_9_while_flushing_to_segment_files_loses_no_acknowledged_byte() {
     const STREAMS: usize = 4;
     const PIECE: u64 = 2 * 1024;
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let args = local_args(&data);
-    let mut node = Nodes(vec![Some(start_args(&args))]);
-    for s in 0..STREAMS {
-        create(node.addr(0), s).await;
-    }
+    let (_tmp, data, args, mut node) = start_local(STREAMS).await;
     let mut acked = [0u64; STREAMS];
     for round in 0..4 {
         let addr = node.addr(0);
