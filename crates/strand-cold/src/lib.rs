@@ -258,12 +258,7 @@ impl ColdTier {
         for group in 0..engine.group_count() {
             let objects = engine
                 .query_group(group, |m| {
-                    let live: std::collections::HashSet<String> = m
-                        .snapshot_without_streams()
-                        .shared_cold_object_owners
-                        .into_iter()
-                        .map(|o| o.s3_path)
-                        .collect();
+                    let live = worker::referenced(m);
                     let mut objects = m.referenced_cold_objects();
                     objects.retain(|name, _| live.contains(name));
                     objects

@@ -376,7 +376,7 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
 }
 
 /// The object paths the group still references (live shared chunks).
-fn referenced(m: &StreamStateMachine) -> HashSet<String> {
+pub(crate) fn referenced(m: &StreamStateMachine) -> HashSet<String> {
     m.snapshot_without_streams()
         .shared_cold_object_owners
         .into_iter()
