@@ -6,7 +6,7 @@
 //! `object_store` crate (local filesystem, in-memory, S3) and a
 //! fault-injecting wrapper for tests; object naming ([`names`]); the
 //! hot-memory budget that admits writes ([`HotBudget`]); and, per group,
-//! the flush worker (`plan_next_cold_flush_batch` → upload → `FlushCold`),
+//! the flush worker (`plan_largest_cold_flush_batch` → upload → `FlushCold`),
 //! the GC worker (the replicated GC queue → deletes → `AckColdGc`), the
 //! orphan sweep, and cold reads (the machine's read plan → ranged GETs).
 //!
@@ -48,6 +48,12 @@ pub struct ColdConfig {
     /// A group flushes on its own (periodically) once its hot bytes reach
     /// this many; under memory pressure it flushes whatever it holds.
     pub flush_min_bytes: usize,
+    /// Below the pressure mark, a stream's bytes join a flush only once it
+    /// holds this many hot bytes (at most `flush_min_bytes`), so streams
+    /// that grow slowly leave in large pieces; under pressure, or once the
+    /// group holds four times `flush_min_bytes`, any stream's do. Either
+    /// way the streams holding most go first.
+    pub piece_min_bytes: usize,
     /// Largest piece of one stream in one flush.
     pub chunk_max_bytes: usize,
     /// Largest upload (one object, a pack of several streams' pieces).
@@ -82,6 +88,7 @@ impl Default for ColdConfig {
     fn default() -> Self {
         Self {
             flush_min_bytes: 4 * 1024 * 1024,
+            piece_min_bytes: 64 * 1024,
             chunk_max_bytes: 4 * 1024 * 1024,
             pack_max_bytes: 16 * 1024 * 1024,
             max_candidates: 256,

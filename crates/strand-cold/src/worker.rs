@@ -245,32 +245,48 @@ enum Target<'a> {
     Group(usize),
 }
 
+/// Which streams a flush takes, given the group's hot bytes: under
+/// pressure (or holding four times `flush_min_bytes`) any stream; from
+/// `flush_min_bytes` on only streams holding `piece_min_bytes`; below
+/// it none (`None`). Largest streams first either way, so pieces are as
+/// large as the hot bytes allow.
+fn stream_floor(
+    (flush_min, piece_min): (usize, usize),
+    pressured: bool,
+    group_hot: u64,
+) -> Option<usize> {
+    let flush_min = flush_min.max(1);
+    let group_min = u64::try_from(flush_min).unwrap_or(u64::MAX);
+    if pressured || group_hot >= group_min.saturating_mul(4) {
+        Some(1)
+    } else if group_hot >= group_min {
+        Some(piece_min.clamp(1, flush_min))
+    } else {
+        None
+    }
+}
+
 /// Plans one batch, uploads it as one object, commits its chunks.
 async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     let config = &shared.config;
-    let min = if shared.under_pressure(group) {
-        1
-    } else {
-        config.flush_min_bytes.max(1)
-    };
+    let pressured = shared.under_pressure(group);
     let (chunk, pack, count) = (
         config.chunk_max_bytes.max(1),
         config.pack_max_bytes.max(1),
         config.max_candidates.max(1),
     );
+    let mins = (config.flush_min_bytes, config.piece_min_bytes);
     let planned = engine
         .query_group(group, move |m| {
-            m.plan_next_cold_flush_batch(min, chunk, pack, count)
+            stream_floor(mins, pressured, m.total_hot_payload_bytes())
+                .map(|floor| m.plan_largest_cold_flush_batch(floor, chunk, pack, count))
+                .unwrap_or_default()
         })
         .await;
     let candidates: Vec<ColdFlushCandidate> = match planned {
         Err(EngineError::Shutdown) => return Step::Stop,
         Err(_) => return Step::Idle,
-        Ok(Err(e)) => {
-            tracing::warn!(group, error = ?e, "cold flush planning failed");
-            return Step::Idle;
-        }
-        Ok(Ok(c)) => c,
+        Ok(c) => c,
     };
     let (Some(first), Some(last)) = (candidates.first(), candidates.last()) else {
         return Step::Idle;
@@ -515,5 +531,26 @@ async fn sweep_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
         Step::Progress
     } else {
         Step::Idle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stream_floor;
+
+    #[test]
+    fn the_floor_follows_the_group_and_the_pressure() {
+        let mins = (4096, 512);
+        // Below the group's minimum nothing flushes, unless pressed.
+        assert_eq!(stream_floor(mins, false, 4095), None);
+        assert_eq!(stream_floor(mins, true, 0), Some(1));
+        // From it on, only streams holding a piece's minimum.
+        assert_eq!(stream_floor(mins, false, 4096), Some(512));
+        // Four times it, or pressure: any stream.
+        assert_eq!(stream_floor(mins, false, 4 * 4096), Some(1));
+        assert_eq!(stream_floor(mins, true, 4096), Some(1));
+        // The piece minimum never passes the group's.
+        assert_eq!(stream_floor((100, 512), false, 100), Some(100));
+        assert_eq!(stream_floor((0, 0), false, 1), Some(1));
     }
 }

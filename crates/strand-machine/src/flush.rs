@@ -322,4 +322,63 @@ impl StreamStateMachine {
         }
         Ok(candidates)
     }
+
+    /// Previews a flush batch that drains the streams holding the most hot
+    /// bytes first (strand's own planner; the reference visits streams in
+    /// id order). Only streams holding at least `min_stream_bytes` hot bytes
+    /// are planned, largest first, ties in (bucket, stream, affinity)
+    /// order; each stream gives pieces of at most `max_flush_bytes` from its
+    /// hot prefix on, and the batch stops at `max_candidates` pieces or
+    /// once it holds `max_batch_bytes` (it always takes a first piece).
+    ///
+    /// Draining the largest streams keeps each flushed piece as large as
+    /// the hot bytes allow, so a group of many small streams leaves few
+    /// cold-chunk references per byte. One pass over the streams heapifies
+    /// those that qualify (O(streams)); only the drained ones are popped.
+    pub fn plan_largest_cold_flush_batch(
+        &self,
+        min_stream_bytes: usize,
+        max_flush_bytes: usize,
+        max_batch_bytes: usize,
+        max_candidates: usize,
+    ) -> Vec<ColdFlushCandidate> {
+        let mut candidates = Vec::new();
+        if max_candidates == 0 || max_flush_bytes == 0 || max_batch_bytes == 0 {
+            return candidates;
+        }
+        let floor = to_u64(min_stream_bytes.max(1));
+        let mut qualified: Vec<(u64, Reverse<ById<'_>>)> = Vec::new();
+        for slot in self.registry.slots_in_arena_order() {
+            let remaining = slot
+                .hot()
+                .remaining_len_from(slot.hot().public_start(slot.metadata.tail_offset));
+            if remaining >= floor {
+                qualified.push((remaining, Reverse(ById(slot))));
+            }
+        }
+        let mut heap = BinaryHeap::from(qualified);
+        let mut batch_bytes = 0usize;
+        'streams: while let Some((_, Reverse(ById(slot)))) = heap.pop() {
+            let mut from = slot.hot().public_start(slot.metadata.tail_offset);
+            while candidates.len() < max_candidates {
+                let Some(c) = plan_from(slot.id(), slot.hot(), from, 1, max_flush_bytes) else {
+                    continue 'streams;
+                };
+                let Some(next) = batch_bytes.checked_add(c.payload.len()) else {
+                    break 'streams;
+                };
+                if !candidates.is_empty() && next > max_batch_bytes {
+                    break 'streams;
+                }
+                from = c.end_offset;
+                batch_bytes = next;
+                candidates.push(c);
+                if batch_bytes >= max_batch_bytes {
+                    break 'streams;
+                }
+            }
+            break;
+        }
+        candidates
+    }
 }

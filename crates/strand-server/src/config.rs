@@ -191,6 +191,11 @@ pub struct Config {
     /// A group flushes on its own once its hot bytes reach this many.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub cold_flush_bytes: usize,
+    /// Below the memory-pressure mark a stream's bytes join such a flush
+    /// only once it holds this many (at most `--cold-flush-bytes`), so
+    /// slowly growing streams leave memory in large pieces.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub cold_piece_bytes: usize,
     /// Largest piece of one stream in one flush, in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub cold_chunk_bytes: usize,
@@ -420,6 +425,7 @@ impl Config {
     pub fn cold_config(&self) -> strand_cold::ColdConfig {
         strand_cold::ColdConfig {
             flush_min_bytes: self.cold_flush_bytes.max(1),
+            piece_min_bytes: self.cold_piece_bytes.max(1),
             chunk_max_bytes: self.cold_chunk_bytes.max(1),
             pack_max_bytes: self.cold_pack_bytes.max(1),
             flush_interval: Duration::from_millis(self.cold_flush_interval_ms.max(1)),

@@ -38,6 +38,7 @@ pub(crate) enum Query {
     ReadPlanAt(BucketStreamId, u64, usize, u64),
     PlanFlush(BucketStreamId, usize, usize),
     PlanBatch(usize, usize, usize, usize),
+    PlanLargest(usize, usize, usize, usize),
 }
 
 /// Largest range a read may plan: 1024 cold-index pages of 64 MiB.
@@ -103,6 +104,9 @@ pub(crate) fn eval(m: &mut StreamStateMachine, q: &Query) -> String {
         Query::PlanBatch(a, b, c, d) => {
             format!("{:?}", m.plan_next_cold_flush_batch(*a, *b, *c, *d))
         }
+        Query::PlanLargest(a, b, c, d) => {
+            format!("{:?}", m.plan_largest_cold_flush_batch(*a, *b, *c, *d))
+        }
     }
 }
 
@@ -118,6 +122,9 @@ pub(crate) fn sweep(m: &mut StreamStateMachine, pools: &Pools, now: u64) -> Vec<
         Query::PlanBatch(0, usize::MAX, usize::MAX, usize::MAX),
         Query::PlanBatch(1, 3, 7, 2),
         Query::PlanBatch(usize::MAX, 1, 1, 1),
+        Query::PlanLargest(0, usize::MAX, usize::MAX, usize::MAX),
+        Query::PlanLargest(2, 3, 7, 2),
+        Query::PlanLargest(usize::MAX, 1, 1, 1),
     ];
     for b in pools.all_buckets() {
         qs.push(Query::BucketExists(b.clone()));
