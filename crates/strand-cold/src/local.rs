@@ -52,12 +52,24 @@ pub struct LocalSegments {
 #[derive(Debug)]
 struct Inner {
     root: PathBuf,
+    /// Free bytes a write must leave on the filesystem (for the Raft log).
+    reserve: u64,
     /// Objects whose whole file passed its check in this process.
     verified: Mutex<HashSet<String>>,
 }
 
 fn io_err(path: &Path, what: &str, e: &io::Error) -> ColdError {
     ColdError::Store(format!("{what} {}: {e}", path.display()))
+}
+
+/// Bytes an unprivileged writer may still use on the filesystem holding
+/// `path` (statvfs: available blocks times the fragment size).
+///
+/// # Errors
+/// When the filesystem cannot be queried.
+pub fn free_bytes(path: &Path) -> io::Result<u64> {
+    let st = rustix::fs::statvfs(path).map_err(io::Error::from)?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 fn damaged(path: &Path, why: impl std::fmt::Display) -> ColdError {
@@ -94,10 +106,22 @@ impl LocalSegments {
     /// # Errors
     /// The directory cannot be created.
     pub fn open(dir: &Path) -> Result<Self, ColdError> {
+        Self::open_keeping_free(dir, 0)
+    }
+
+    /// Opens the store in `dir` like [`LocalSegments::open`]; a write that
+    /// would leave fewer than `reserve` bytes free on the filesystem fails
+    /// (like a full disk) before it writes anything, so what shares the
+    /// filesystem, the node's Raft log, keeps that much room.
+    ///
+    /// # Errors
+    /// When the directory cannot be created.
+    pub fn open_keeping_free(dir: &Path, reserve: u64) -> Result<Self, ColdError> {
         fs::create_dir_all(dir).map_err(|e| io_err(dir, "cannot create", &e))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 root: dir.to_path_buf(),
+                reserve,
                 verified: Mutex::new(HashSet::new()),
             }),
         })
@@ -149,6 +173,20 @@ impl LocalSegments {
 
     fn put_blocking(&self, name: &str, bytes: &[u8]) -> Result<(), ColdError> {
         let path = self.path(name)?;
+        let reserve = self.inner.reserve;
+        if reserve > 0 {
+            let root = &self.inner.root;
+            let free =
+                free_bytes(root).map_err(|e| io_err(root, "cannot read the free space of", &e))?;
+            let need = (bytes.len() as u64).saturating_add(TRAILER_LEN);
+            if free < need.saturating_add(reserve) {
+                return Err(ColdError::Store(format!(
+                    "the disk holding {} has {free} bytes free: a segment of {need} bytes \
+                     would leave less than the {reserve} kept free for the Raft log",
+                    root.display()
+                )));
+            }
+        }
         let dir = path.parent().unwrap_or(&self.inner.root).to_path_buf();
         if !dir.is_dir() {
             fs::create_dir_all(&dir).map_err(|e| io_err(&dir, "cannot create", &e))?;
@@ -364,6 +402,26 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = LocalSegments::open(&dir.path().join("segments")).expect("open");
         (dir, s)
+    }
+
+    #[tokio::test]
+    async fn a_write_into_the_reserve_fails_before_writing_anything() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("segments");
+        let free = free_bytes(dir.path()).expect("statvfs");
+        // A reserve of more than the whole filesystem has free.
+        let s = LocalSegments::open_keeping_free(&root, free.saturating_mul(2)).expect("open");
+        let e = s
+            .put("g000/p/a.pack", Bytes::from_static(b"abc"))
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains("kept free for the Raft log"), "{e}");
+        assert!(s.list("").await.expect("list").is_empty());
+        // A reserve the filesystem has room for takes the write.
+        let s = LocalSegments::open_keeping_free(&root, 1).expect("open");
+        s.put("g000/p/a.pack", Bytes::from_static(b"abc"))
+            .await
+            .expect("put");
     }
 
     #[tokio::test]

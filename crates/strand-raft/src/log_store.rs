@@ -1104,7 +1104,16 @@ impl Writer {
                 purge = job.purge_upto;
             }
         }
-        self.file.write_all(&buf).map_err(|e| e.to_string())?;
+        if let Err(e) = self.file.write_all(&buf) {
+            // A failed write (a full disk) may leave part of the batch
+            // behind: cut it off, so a later write starts where the index
+            // thinks it does and recovery never meets a torn record with
+            // whole ones after it.
+            if let Err(t) = self.file.set_len(self.len) {
+                tracing::error!(dir = %self.dir.display(), error = %t, "cannot cut a failed log write off");
+            }
+            return Err(e.to_string());
+        }
         self.len += buf.len() as u64;
         if !placed.is_empty() {
             // Readable from here on (the page cache serves positional

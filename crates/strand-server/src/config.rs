@@ -232,6 +232,12 @@ pub struct Config {
     /// be lost when the machine crashes; for benchmarks only).
     #[arg(long, value_enum, default_value_t = FsyncMode::Always)]
     pub fsync: FsyncMode,
+    /// Free bytes kept on the data directory's filesystem: writes get 507
+    /// while it holds fewer (reads, deletes and everything else go on), and
+    /// the segment store leaves half of it to the Raft log, which stops its
+    /// group if it cannot write. 0 turns the reserve off.
+    #[arg(long, default_value_t = DEFAULT_MIN_FREE_DISK_BYTES)]
+    pub min_free_disk_bytes: u64,
     /// Log entries between a group's snapshots (with `--data-dir`); the
     /// log is purged up to each snapshot.
     #[arg(long, default_value_t = 20_000)]
@@ -281,6 +287,11 @@ pub const SEGMENTS_DIR: &str = "segments";
 /// The hot-memory limit of a durable node that has a tier below its hot
 /// buffers and no `--max-hot-bytes`: 64 MiB.
 pub const DEFAULT_MAX_HOT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The free space a durable node keeps on its data directory's filesystem
+/// (`--min-free-disk-bytes`): 256 MiB, room for a log segment, a snapshot
+/// of a full hot budget and the flushes already in memory.
+pub const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Checks `--public-url`: `http://` or `https://`, a host, no query or
 /// fragment; a trailing `/` is dropped.
@@ -460,8 +471,9 @@ impl Config {
             && let Some(dir) = self.effective_data_dir()
         {
             let dir = dir.join(SEGMENTS_DIR);
-            let segments = strand_cold::LocalSegments::open(&dir)
-                .map_err(|e| format!("the segment store {}: {e}", dir.display()))?;
+            let segments =
+                strand_cold::LocalSegments::open_keeping_free(&dir, self.min_free_disk_bytes / 2)
+                    .map_err(|e| format!("the segment store {}: {e}", dir.display()))?;
             // The page cache keeps recently read segment bytes: a heap
             // cache of ranges would hold them twice.
             let config = strand_cold::ColdConfig {

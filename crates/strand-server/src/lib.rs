@@ -14,6 +14,7 @@ pub mod body;
 pub mod config;
 pub mod conn;
 pub mod cors;
+pub mod disk;
 pub mod errors;
 pub mod headers;
 pub mod json_mode;
@@ -90,6 +91,10 @@ fn app_state(
         verifier: verifier.map(Arc::new),
         cluster_token: cluster_token.map(Arc::from),
         origins: Arc::new(origins),
+        disk: config
+            .effective_data_dir()
+            .filter(|_| config.min_free_disk_bytes > 0)
+            .map(|dir| Arc::new(disk::DiskSpace::new(&dir, config.min_free_disk_bytes))),
         config,
         cold,
         plane: state::Plane::Client,

@@ -34,6 +34,8 @@ pub struct AppState {
     pub cold: Option<strand_cold::ColdTier>,
     /// Which listener the request came in on.
     pub plane: Plane,
+    /// The data directory's free-space reserve; `None` in memory.
+    pub disk: Option<Arc<crate::disk::DiskSpace>>,
 }
 
 /// The listener a request came in on, which decides the routes it may use.
@@ -51,7 +53,8 @@ impl AppState {
     /// Lets a write of `bytes` hot bytes into the group of `id` in under
     /// `--max-hot-bytes` and `--max-group-hot-bytes`, or refuses it with
     /// 503 and `Retry-After: 1` while flushing catches up (413 when it
-    /// could never fit).
+    /// could never fit), or with 507 while the data directory's disk is
+    /// within `--min-free-disk-bytes` of full.
     pub fn admit(
         &self,
         id: &BucketStreamId,
@@ -59,10 +62,24 @@ impl AppState {
     ) -> Result<Option<strand_cold::TierAdmission<'_>>, crate::errors::ApiError> {
         use axum::http::StatusCode;
         use strand_cold::Refusal;
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        if let Some(disk) = &self.disk
+            && let Err(low) = disk.admit(bytes)
+        {
+            return Err(crate::errors::ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!(
+                    "the data directory's disk has {} bytes free, less than the {} kept free \
+                     (--min-free-disk-bytes) after this write; writes resume once space is \
+                     freed, and reads go on",
+                    low.free, low.reserve
+                ),
+            )
+            .with_header(axum::http::header::RETRY_AFTER, "5"));
+        }
         let Some(cold) = &self.cold else {
             return Ok(None);
         };
-        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
         let group = self.engine.group_for(id);
         let (status, message) = match cold.admit(group, bytes) {
             Ok(admission) => return Ok(Some(admission)),

@@ -24,10 +24,13 @@ fn bytes(s: usize, range: std::ops::Range<u64>) -> Vec<u8> {
     range.map(|o| byte_at(s, o)).collect()
 }
 
-/// Tiny flush thresholds, so a few hundred KiB pass through the tiers.
-const TINY_FLUSHES: [&str; 8] = [
+/// Tiny flush thresholds, so a few hundred KiB pass through the tiers
+/// (and every stream's bytes join a flush, however few it holds).
+const TINY_FLUSHES: [&str; 10] = [
     "--cold-flush-bytes",
     "16384",
+    "--cold-piece-bytes",
+    "1",
     "--cold-chunk-bytes",
     "16384",
     "--cold-pack-bytes",
@@ -708,9 +711,11 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     // The segment store on a 128 KiB filesystem: it fills after a few
-    // flushes (the log stays on the main disk).
+    // flushes (the log stays on the main disk). No reserve: the store
+    // itself meets ENOSPC.
     let disk = SmallDisk::mount(&data.join("segments"), "128k");
-    let args = local_args(&data);
+    let mut args = local_args(&data);
+    args.extend(["--min-free-disk-bytes", "0"].map(str::to_owned));
     let mut node = Nodes(vec![Some(start_args(&args))]);
     let addr = node.addr(0);
     create(addr, 0).await;
@@ -767,6 +772,143 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_loses_nothing() {
     node.take(0).kill9();
     node.0[0] = Some(start_args(&args));
     verify(node.addr(0), &[more]).await;
+    drop(node);
+    drop(disk);
+}
+
+/// The whole data directory (Raft log, snapshots, segment files) on a
+/// small filesystem: writes get 507 while it is within the reserve of
+/// full, before the log runs out of room (which would stop the group);
+/// reads go on, the log still writes (a delete), writes resume once space
+/// is freed, and after kill -9 every acknowledged byte is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nearly_full_data_disk_refuses_writes_with_507_and_keeps_its_log() {
+    const PIECE: u64 = 64 * 1024;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let disk = SmallDisk::mount(&data, "16m");
+    let mut args = local_args(&data);
+    args.extend(["--min-free-disk-bytes", "4194304"].map(str::to_owned));
+    // A hot budget of 32 appends, so flushing keeps up with one writer.
+    let hot = args.iter().position(|a| a == "--max-hot-bytes").unwrap() + 1;
+    args[hot] = (32 * PIECE).to_string();
+    let mut node = Nodes(vec![Some(start_args(&args))]);
+    let addr = node.addr(0);
+    create(addr, 0).await;
+    create(addr, 1).await;
+
+    // 1. Append until a write is refused; every one before it was
+    // acknowledged. 16 MiB hold at most 256 such appends.
+    let mut acked = 0u64;
+    let mut refusal = None;
+    for _ in 0..400 {
+        let end = acked + PIECE;
+        let r = request(
+            addr,
+            "POST",
+            "/v1/stream/s0",
+            &text(),
+            &bytes(0, acked..end),
+        )
+        .await
+        .unwrap();
+        match r.status {
+            204 => acked = end,
+            507 => {
+                refusal = Some(r);
+                break;
+            }
+            other => panic!("append: {other} {}", String::from_utf8_lossy(&r.body)),
+        }
+    }
+    let refusal = refusal.expect("a write was refused before the disk was full");
+    assert_eq!(refusal.header("retry-after"), Some("5"));
+    let message = String::from_utf8_lossy(&refusal.body).into_owned();
+    assert!(message.contains("--min-free-disk-bytes"), "{message}");
+    assert!(acked >= 4 * 1024 * 1024, "only {acked} bytes went in");
+
+    // 2. Reads go on, byte-exact, and the log still takes records: a
+    // delete commits (and frees nothing yet, but needs the log).
+    verify(addr, &[acked]).await;
+    let r = send(addr, "DELETE", "/v1/stream/s1", &[], b"").await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+
+    // 3. Space comes back: writes resume without a restart.
+    disk.resize("64m");
+    let more = acked + 16 * PIECE;
+    fill(addr, 0, acked, more, PIECE).await;
+    verify(addr, &[more]).await;
+
+    // 4. And after kill -9, every acknowledged byte is still there.
+    node.take(0).kill9();
+    node.0[0] = Some(start_args(&args));
+    verify(node.addr(0), &[more]).await;
+    let r = send(node.addr(0), "HEAD", "/v1/stream/s1", &[], b"").await;
+    assert_eq!(r.status, 404);
+    drop(node);
+    drop(disk);
+}
+
+/// Without the reserve, a full disk under the Raft log stops the group
+/// (its log cannot write), the node stays up and serves reads, and a
+/// restart once space is freed recovers every acknowledged write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_log_disk_stops_the_group_and_a_restart_recovers_every_acknowledged_write() {
+    const PIECE: u64 = 64 * 1024;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let disk = SmallDisk::mount(&data, "8m");
+    let mut args = local_args(&data);
+    args.extend(["--min-free-disk-bytes", "0"].map(str::to_owned));
+    // Nothing flushes (the bytes stay hot), so the log is what fills the
+    // disk.
+    for (flag, value) in [
+        ("--max-hot-bytes", "1073741824"),
+        ("--cold-flush-bytes", "1073741824"),
+    ] {
+        let at = args.iter().position(|a| a == flag).unwrap() + 1;
+        args[at] = value.to_owned();
+    }
+    let mut node = Nodes(vec![Some(start_args(&args))]);
+    let addr = node.addr(0);
+    create(addr, 0).await;
+    let mut acked = 0u64;
+    let mut failed = None;
+    for _ in 0..400 {
+        let end = acked + PIECE;
+        let r = request(
+            addr,
+            "POST",
+            "/v1/stream/s0",
+            &text(),
+            &bytes(0, acked..end),
+        )
+        .await
+        .unwrap();
+        if r.status == 204 {
+            acked = end;
+        } else {
+            failed = Some(r);
+            break;
+        }
+    }
+    let failed = failed.expect("8 MiB filled up");
+    let message = String::from_utf8_lossy(&failed.body).into_owned();
+    assert_eq!(failed.status, 503, "{message}");
+    assert!(message.contains("no leader"), "{message}");
+    assert!(acked > 0);
+    // The node is up and answers reads of what it holds.
+    let r = send(addr, "HEAD", "/v1/stream/s0", &[], b"").await;
+    assert_eq!(r.status, 200);
+    disk.resize("64m");
+    node.take(0).kill9();
+    node.0[0] = Some(start_args(&args));
+    let addr = node.addr(0);
+    let tail = tail_of(addr, 0).await;
+    assert!(tail >= acked, "{tail} < {acked} acknowledged");
+    verify(addr, &[tail]).await;
+    // And it takes writes again.
+    fill(addr, 0, tail, tail + 4 * PIECE, PIECE).await;
     drop(node);
     drop(disk);
 }
