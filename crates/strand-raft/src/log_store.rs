@@ -1142,6 +1142,14 @@ impl Writer {
     fn roll(&mut self) -> Result<(), String> {
         let seq = self.seq + 1;
         let path = segment_path(&self.dir, seq);
+        // A roll that failed before (a full disk) may have left the file
+        // with part of its header: it holds no entry, and appending after
+        // it would put a torn record before whole ones.
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -1621,6 +1629,64 @@ mod disk {
         let state = store.get_log_state().await.unwrap();
         assert_eq!(state.last_purged_log_id, Some(all[52].log_id));
         log.close();
+    }
+
+    /// kill -9 while a segment rolls: the new segment exists but its
+    /// header records (vote, committed, purge) are cut short. The log
+    /// reopens with every entry, and the vote survives the later purges
+    /// that delete the segments written before the roll.
+    #[tokio::test]
+    async fn a_roll_cut_short_by_a_crash_loses_neither_entries_nor_the_vote() {
+        let dir = tempfile::tempdir().unwrap();
+        let sizes = Sizes {
+            segment: 64 << 10,
+            cache: 64 << 10,
+        };
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Always, sizes).unwrap();
+        let mut store = log.clone();
+        store.save_vote(&Vote::new(3, 1)).await.unwrap();
+        let all = entries(0..40, 3, 16 * KIB);
+        // Exactly one segment's worth: the writer rolls after the last.
+        append(&log, all[..4].to_vec()).await;
+        log.close();
+        let segs = segments(dir.path());
+        assert_eq!(segs.len(), 2, "{segs:?}");
+        let header = std::fs::metadata(&segs[1]).unwrap().len();
+        assert!(header > 0);
+        for cut in [0, 1, header / 2, header - 1] {
+            let copy = tempfile::tempdir().unwrap();
+            for seg in &segs {
+                std::fs::copy(seg, copy.path().join(seg.file_name().unwrap())).unwrap();
+            }
+            let torn = copy.path().join(segs[1].file_name().unwrap());
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&torn)
+                .unwrap()
+                .set_len(cut)
+                .unwrap();
+            let (log, recovery) = LogStore::open_sized(copy.path(), Fsync::Always, sizes).unwrap();
+            assert_eq!(recovery.entries, 4, "cut at {cut}");
+            let mut store = log.clone();
+            assert_same(&store.try_get_log_entries(0..40).await.unwrap(), &all[..4]);
+            // Writing on, purging behind: the segments before the cut one
+            // are deleted, and the vote must live on in a newer one.
+            for (n, chunk) in all[4..].chunks(4).enumerate() {
+                append(&log, chunk.to_vec()).await;
+                store.purge(all[4 * n + 3].log_id).await.unwrap();
+            }
+            log.close();
+            assert!(!copy.path().join(segs[0].file_name().unwrap()).exists());
+            let (log, _) = LogStore::open_sized(copy.path(), Fsync::Always, sizes).unwrap();
+            let mut store = log.clone();
+            assert_eq!(
+                store.read_vote().await.unwrap(),
+                Some(Vote::new(3, 1)),
+                "cut at {cut}"
+            );
+            assert_same(&store.try_get_log_entries(0..40).await.unwrap(), &all[36..]);
+            log.close();
+        }
     }
 
     #[tokio::test]
