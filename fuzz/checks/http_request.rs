@@ -642,6 +642,7 @@ async fn service(requests: Vec<Parsed>) {
         )),
         cold: None,
         plane: strand_server::state::Plane::Client,
+        disk: None,
     };
     let mut boundaries = Boundaries::default();
     let setup = SETUP_REQUESTS.with(Vec::clone);

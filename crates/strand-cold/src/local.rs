@@ -40,6 +40,9 @@ use crate::store::{ColdBackend, ColdError, ObjectInfo};
 const MAGIC: &[u8; 8] = b"STRSEG01";
 /// Bytes after an object's content.
 pub const TRAILER_LEN: u64 = 16;
+
+/// The buffer small parts of a file gather in before they are written.
+const WRITE_BUFFER: usize = 256 * 1024;
 /// The suffix of files being written.
 const TMP: &str = ".tmp";
 
@@ -171,14 +174,15 @@ impl LocalSegments {
         Ok(checked)
     }
 
-    fn put_blocking(&self, name: &str, bytes: &[u8]) -> Result<(), ColdError> {
+    fn put_blocking(&self, name: &str, parts: &[Bytes]) -> Result<(), ColdError> {
+        let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         let path = self.path(name)?;
         let reserve = self.inner.reserve;
         if reserve > 0 {
             let root = &self.inner.root;
             let free =
                 free_bytes(root).map_err(|e| io_err(root, "cannot read the free space of", &e))?;
-            let need = (bytes.len() as u64).saturating_add(TRAILER_LEN);
+            let need = len.saturating_add(TRAILER_LEN);
             if free < need.saturating_add(reserve) {
                 return Err(ColdError::Store(format!(
                     "the disk holding {} has {free} bytes free: a segment of {need} bytes \
@@ -205,18 +209,26 @@ impl LocalSegments {
                 .unwrap_or_default()
         ));
         let result = (|| {
-            let mut file = OpenOptions::new()
+            let file = OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(true)
                 .open(&tmp)?;
+            // Small parts (many streams' pieces of a pack) gather in a
+            // bounded buffer; large ones go straight to the file.
+            let mut out = std::io::BufWriter::with_capacity(WRITE_BUFFER, file);
             let mut digest = crc64fast::Digest::new();
-            digest.write(bytes);
-            file.write_all(bytes)?;
+            for part in parts {
+                digest.write(part);
+                out.write_all(part)?;
+            }
             let mut trailer = [0u8; 16];
             trailer[..8].copy_from_slice(MAGIC);
             trailer[8..].copy_from_slice(&digest.sum64().to_le_bytes());
-            file.write_all(&trailer)?;
+            out.write_all(&trailer)?;
+            let file = out
+                .into_inner()
+                .map_err(std::io::IntoInnerError::into_error)?;
             file.sync_all()?;
             fs::rename(&tmp, &path)?;
             sync_dir(&dir)
@@ -361,9 +373,13 @@ async fn blocking<T: Send + 'static>(
 
 impl ColdBackend for LocalSegments {
     fn put(&self, name: &str, bytes: Bytes) -> BoxFuture<'_, Result<(), ColdError>> {
+        self.put_parts(name, vec![bytes])
+    }
+
+    fn put_parts(&self, name: &str, parts: Vec<Bytes>) -> BoxFuture<'_, Result<(), ColdError>> {
         let this = self.clone();
         let name = name.to_owned();
-        Box::pin(blocking(move || this.put_blocking(&name, &bytes)))
+        Box::pin(blocking(move || this.put_blocking(&name, &parts)))
     }
 
     fn get_range(&self, name: &str, range: Range<u64>) -> BoxFuture<'_, Result<Bytes, ColdError>> {

@@ -45,6 +45,16 @@ pub trait ColdBackend: Send + Sync + 'static {
     /// Stores `bytes` under `name`, atomically (readers never see part of
     /// it).
     fn put(&self, name: &str, bytes: Bytes) -> BoxFuture<'_, Result<(), ColdError>>;
+    /// Stores the concatenation of `parts` under `name`, like
+    /// [`ColdBackend::put`]; backends that can write the parts as they are
+    /// (no copy into one buffer) override it.
+    fn put_parts(&self, name: &str, parts: Vec<Bytes>) -> BoxFuture<'_, Result<(), ColdError>> {
+        let mut whole = bytes::BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+        for part in &parts {
+            whole.extend_from_slice(part);
+        }
+        self.put(name, whole.freeze())
+    }
     /// Reads `range` (byte positions inside the object).
     fn get_range(&self, name: &str, range: Range<u64>) -> BoxFuture<'_, Result<Bytes, ColdError>>;
     /// Deletes an object; a missing object is not an error.
@@ -160,10 +170,14 @@ impl ObjectStoreBackend {
 
 impl ColdBackend for ObjectStoreBackend {
     fn put(&self, name: &str, bytes: Bytes) -> BoxFuture<'_, Result<(), ColdError>> {
+        self.put_parts(name, vec![bytes])
+    }
+
+    fn put_parts(&self, name: &str, parts: Vec<Bytes>) -> BoxFuture<'_, Result<(), ColdError>> {
         let path = self.path(name);
         Box::pin(async move {
             self.store
-                .put(&path?, PutPayload::from_bytes(bytes))
+                .put(&path?, parts.into_iter().collect::<PutPayload>())
                 .await
                 .map(|_| ())
                 .map_err(store_error)
@@ -347,6 +361,10 @@ impl FaultyBackend {
 
 impl ColdBackend for FaultyBackend {
     fn put(&self, name: &str, bytes: Bytes) -> BoxFuture<'_, Result<(), ColdError>> {
+        self.put_parts(name, vec![bytes])
+    }
+
+    fn put_parts(&self, name: &str, parts: Vec<Bytes>) -> BoxFuture<'_, Result<(), ColdError>> {
         let name = name.to_owned();
         Box::pin(async move {
             self.maybe_delay().await;
@@ -354,7 +372,7 @@ impl ColdBackend for FaultyBackend {
                 return Err(self.fail("put", &name));
             }
             let phantom = self.take_forced_phantom() || self.hit(self.plan.phantom_put_ppm);
-            self.inner.put(&name, bytes).await?;
+            self.inner.put_parts(&name, parts).await?;
             if phantom {
                 self.counts.phantoms.fetch_add(1, Ordering::Relaxed);
                 return Err(self.fail("put (stored, reported failed)", &name));

@@ -7,10 +7,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use strand::{
-    ColdChunkRef, ColdFlushCandidate, ColdGcTarget, StreamCommand, StreamResponse,
-    StreamStateMachine,
+    ColdChunkRef, ColdFlushSlices, ColdGcTarget, StreamCommand, StreamResponse, StreamStateMachine,
 };
 use strand_engine::{Engine, EngineError};
 use tokio::sync::watch;
@@ -283,31 +281,33 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
                 .unwrap_or_default()
         })
         .await;
-    let candidates: Vec<ColdFlushCandidate> = match planned {
+    let pieces: Vec<ColdFlushSlices> = match planned {
         Err(EngineError::Shutdown) => return Step::Stop,
         Err(_) => return Step::Idle,
         Ok(c) => c,
     };
-    let (Some(first), Some(last)) = (candidates.first(), candidates.last()) else {
+    let (Some(first), Some(last)) = (pieces.first(), pieces.last()) else {
         return Step::Idle;
     };
     let started = Instant::now();
-    let single = candidates.iter().all(|c| c.stream_id == first.stream_id);
+    let single = pieces.iter().all(|c| c.stream_id == first.stream_id);
     let name = if single {
         names::stream_object(group, &first.stream_id, first.start_offset, last.end_offset)
     } else {
         names::pack_object(group, engine.now_ms())
     };
-    let total: usize = candidates.iter().map(|c| c.payload.len()).sum();
-    let mut body = BytesMut::with_capacity(total);
-    let mut placed = Vec::with_capacity(candidates.len());
-    for c in candidates {
-        let at = body.len() as u64;
-        body.extend_from_slice(&c.payload);
-        placed.push((at, c));
+    // The object is the pieces' slices of the hot buffers, in order: no
+    // copy on the way to the store.
+    let mut parts = Vec::with_capacity(pieces.iter().map(|p| p.slices.len()).sum());
+    let mut placed = Vec::with_capacity(pieces.len());
+    let mut size = 0u64;
+    for mut piece in pieces {
+        let len = piece.end_offset.saturating_sub(piece.start_offset);
+        parts.append(&mut piece.slices);
+        placed.push((size, piece));
+        size = size.saturating_add(len);
     }
-    let size = body.len() as u64;
-    if let Err(e) = shared.backend.put(&name, body.freeze()).await {
+    if let Err(e) = shared.backend.put_parts(&name, parts).await {
         shared.stats.failure("upload", &e);
         return Step::Failed;
     }
@@ -317,7 +317,7 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     // One `FlushCold` per piece: a stream's pieces in order, different
     // streams' at once, so the group proposes them together (one log
     // entry, one fsync) rather than one round trip each.
-    let mut by_stream: Vec<Vec<(u64, ColdFlushCandidate)>> = Vec::new();
+    let mut by_stream: Vec<Vec<(u64, ColdFlushSlices)>> = Vec::new();
     for (at, c) in placed {
         match by_stream.iter_mut().find(|pieces| {
             pieces

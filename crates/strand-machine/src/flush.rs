@@ -68,6 +68,41 @@ fn candidate(
     }
 }
 
+/// One stream's piece of a flush planned by
+/// [`StreamStateMachine::plan_largest_cold_flush_batch`]: the bytes
+/// `[start_offset, end_offset)` as slices of the hot buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColdFlushSlices {
+    /// The stream.
+    pub stream_id: BucketStreamId,
+    /// The first offset of the piece (the stream's hot start).
+    pub start_offset: u64,
+    /// The offset after its last byte.
+    pub end_offset: u64,
+    /// The bytes, in order: slices shared with the hot buffer, or one copy
+    /// when they are many small ones.
+    pub slices: Vec<bytes::Bytes>,
+    /// Lowercase hex BLAKE3 of the bytes, as `FlushCold` checks them.
+    pub payload_digest: String,
+}
+
+/// Slices averaging less than this are copied into one buffer: hashing,
+/// checksumming and writing many tiny slices costs more than the copy.
+const SMALL_SLICE: usize = 4096;
+
+/// `slices` (of `len` bytes in all) as they are, or as one buffer when
+/// they are many and small.
+fn gather_small(slices: Vec<bytes::Bytes>, len: usize) -> Vec<bytes::Bytes> {
+    if slices.len() < 2 || len / slices.len() >= SMALL_SLICE {
+        return slices;
+    }
+    let mut one = Vec::with_capacity(len);
+    for s in &slices {
+        one.extend_from_slice(s);
+    }
+    vec![bytes::Bytes::from(one)]
+}
+
 /// `collect_from` at `from` as a candidate of stream `id`.
 fn plan_from(
     id: &BucketStreamId,
@@ -330,6 +365,8 @@ impl StreamStateMachine {
     /// order; each stream gives pieces of at most `max_flush_bytes` from its
     /// hot prefix on, and the batch stops at `max_candidates` pieces or
     /// once it holds `max_batch_bytes` (it always takes a first piece).
+    /// Pieces are slices of the hot buffer, not copies, except that many
+    /// small appends' bytes are gathered into one buffer per piece.
     ///
     /// Draining the largest streams keeps each flushed piece as large as
     /// the hot bytes allow, so a group of many small streams leaves few
@@ -341,10 +378,10 @@ impl StreamStateMachine {
         max_flush_bytes: usize,
         max_batch_bytes: usize,
         max_candidates: usize,
-    ) -> Vec<ColdFlushCandidate> {
-        let mut candidates = Vec::new();
+    ) -> Vec<ColdFlushSlices> {
+        let mut pieces = Vec::new();
         if max_candidates == 0 || max_flush_bytes == 0 || max_batch_bytes == 0 {
-            return candidates;
+            return pieces;
         }
         let floor = to_u64(min_stream_bytes.max(1));
         let mut qualified: Vec<(u64, Reverse<ById<'_>>)> = Vec::new();
@@ -360,25 +397,38 @@ impl StreamStateMachine {
         let mut batch_bytes = 0usize;
         'streams: while let Some((_, Reverse(ById(slot)))) = heap.pop() {
             let mut from = slot.hot().public_start(slot.metadata.tail_offset);
-            while candidates.len() < max_candidates {
-                let Some(c) = plan_from(slot.id(), slot.hot(), from, 1, max_flush_bytes) else {
+            while pieces.len() < max_candidates {
+                let Some((start, end, slices)) = slot.hot().slices_from(from, 1, max_flush_bytes)
+                else {
                     continue 'streams;
                 };
-                let Some(next) = batch_bytes.checked_add(c.payload.len()) else {
+                let len = usize::try_from(end - start).unwrap_or(usize::MAX);
+                let Some(next) = batch_bytes.checked_add(len) else {
                     break 'streams;
                 };
-                if !candidates.is_empty() && next > max_batch_bytes {
+                if !pieces.is_empty() && next > max_batch_bytes {
                     break 'streams;
                 }
-                from = c.end_offset;
+                let slices = gather_small(slices, len);
+                let mut hasher = blake3::Hasher::new();
+                for s in &slices {
+                    hasher.update(s);
+                }
+                from = end;
                 batch_bytes = next;
-                candidates.push(c);
+                pieces.push(ColdFlushSlices {
+                    stream_id: slot.id().clone(),
+                    start_offset: start,
+                    end_offset: end,
+                    slices,
+                    payload_digest: hasher.finalize().to_hex().to_string(),
+                });
                 if batch_bytes >= max_batch_bytes {
                     break 'streams;
                 }
             }
             break;
         }
-        candidates
+        pieces
     }
 }

@@ -192,6 +192,41 @@ impl HotBuffer {
         Some((from, end, out))
     }
 
+    /// [`HotBuffer::collect_from`] as slices of the chunks (no copy).
+    pub(crate) fn slices_from(
+        &self,
+        from: u64,
+        min: usize,
+        max: usize,
+    ) -> Option<(u64, u64, Vec<Bytes>)> {
+        let mut out: Vec<Bytes> = Vec::new();
+        let mut len = 0usize;
+        for chunk in &self.chunks {
+            if chunk.end() <= from {
+                continue;
+            }
+            if chunk.start > from.saturating_add(to_u64(len)) || len >= max {
+                break;
+            }
+            let skip = if chunk.start < from {
+                to_usize(from - chunk.start)
+            } else {
+                0
+            };
+            let available = chunk.bytes.len().saturating_sub(skip);
+            let take = available.min(max - len);
+            out.push(chunk.bytes.slice(skip..skip + take));
+            len += take;
+            if take < available {
+                break;
+            }
+        }
+        if len < min {
+            return None;
+        }
+        Some((from, from.saturating_add(to_u64(len)), out))
+    }
+
     /// Lowercase hex BLAKE3 of the contiguous hot bytes `[start, end)`, or
     /// `None` when they are not all held contiguously.
     pub(crate) fn digest_prefix(&self, start: u64, end: u64) -> Option<String> {

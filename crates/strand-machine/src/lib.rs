@@ -52,6 +52,7 @@ pub use codec::{
     RestoreError, restore_from, restore_from_slice, restore_from_with_limits, write_snapshot,
 };
 pub use command::StreamCommand;
+pub use flush::ColdFlushSlices;
 pub use fork::ForkProbe;
 pub use machine::StreamStateMachine;
 pub use persist::MachineRestorer;

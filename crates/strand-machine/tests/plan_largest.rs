@@ -95,6 +95,45 @@ fn pieces_batch_and_count_are_bounded() {
 }
 
 #[test]
+fn pieces_are_the_hot_bytes_with_their_digest() {
+    let mut m = machine(&[("a", 0)]);
+    for part in [&b"hello "[..], b"wide ", b"world"] {
+        let r = m.apply(StreamCommand::Append {
+            stream_id: id("a"),
+            content_type: Some("application/octet-stream".into()),
+            payload: Bytes::copy_from_slice(part),
+            close_after: false,
+            stream_seq: None,
+            producer: None,
+            now_ms: 2,
+            record_match: None,
+        });
+        assert!(!r.is_error(), "{r:?}");
+    }
+    let planned = m.plan_largest_cold_flush_batch(1, 8, 1000, 10);
+    let got: Vec<(u64, u64, Vec<u8>, String)> = planned
+        .iter()
+        .map(|p| {
+            let bytes: Vec<u8> = p.slices.iter().flat_map(|s| s.iter().copied()).collect();
+            (
+                p.start_offset,
+                p.end_offset,
+                bytes,
+                p.payload_digest.clone(),
+            )
+        })
+        .collect();
+    let digest = |b: &[u8]| blake3::hash(b).to_hex().to_string();
+    assert_eq!(
+        got,
+        [
+            (0, 8, b"hello wi".to_vec(), digest(b"hello wi")),
+            (8, 16, b"de world".to_vec(), digest(b"de world")),
+        ]
+    );
+}
+
+#[test]
 fn a_flushed_prefix_is_not_planned_again() {
     let mut m = machine(&[("a", 10), ("b", 30)]);
     let planned = m.plan_largest_cold_flush_batch(1, 100, 1000, 1);
