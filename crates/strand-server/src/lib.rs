@@ -5,7 +5,8 @@
 //! `offsets`, `body`), the JSON mode's wire form (`json_mode`), SSE framing
 //! (`sse`), live reads (`live`), CORS and security headers (`cors`), the
 //! status mapping (`errors`) and the routes (`routes`: the Durable Streams
-//! mount, the bucketed layout, the admin plane). State, concurrency and
+//! mount, the bucketed layout, the admin plane), and the data directory's
+//! free-space reserve (`disk`). State, concurrency and
 //! wake-ups belong to `strand-engine`, object storage and the flush and GC
 //! workers to `strand-cold`; this crate never touches a machine directly.
 
