@@ -159,37 +159,12 @@ impl HotBuffer {
         min: usize,
         max: usize,
     ) -> Option<(u64, u64, Vec<u8>)> {
-        let mut out: Vec<u8> = Vec::new();
-        for chunk in &self.chunks {
-            if chunk.end() <= from {
-                continue;
-            }
-            if chunk.start > from.saturating_add(to_u64(out.len())) {
-                break;
-            }
-            if out.len() >= max {
-                break;
-            }
-            let skip = if chunk.start < from {
-                to_usize(from - chunk.start)
-            } else {
-                0
-            };
-            let available = chunk.bytes.len().saturating_sub(skip);
-            let take = available.min(max - out.len());
-            if out.capacity() == 0 {
-                out.reserve(take);
-            }
-            out.extend_from_slice(&chunk.bytes[skip..skip + take]);
-            if take < available {
-                break;
-            }
+        let (start, end, slices) = self.slices_from(from, min, max)?;
+        let mut out = Vec::with_capacity(slices.iter().map(Bytes::len).sum());
+        for slice in &slices {
+            out.extend_from_slice(slice);
         }
-        if out.len() < min {
-            return None;
-        }
-        let end = from.saturating_add(to_u64(out.len()));
-        Some((from, end, out))
+        Some((start, end, out))
     }
 
     /// [`HotBuffer::collect_from`] as slices of the chunks (no copy).
@@ -231,11 +206,15 @@ impl HotBuffer {
     /// `None` when they are not all held contiguously.
     pub(crate) fn digest_prefix(&self, start: u64, end: u64) -> Option<String> {
         let len = to_usize(end.checked_sub(start)?);
-        let (_, got_end, bytes) = self.collect_from(start, len, len)?;
+        let (_, got_end, slices) = self.slices_from(start, len, len)?;
         if got_end != end {
             return None;
         }
-        Some(blake3::hash(&bytes).to_hex().to_string())
+        let mut hasher = blake3::Hasher::new();
+        for slice in &slices {
+            hasher.update(slice);
+        }
+        Some(hasher.finalize().to_hex().to_string())
     }
 
     /// Drops every byte below `end` (only the front chunk is ever trimmed);
