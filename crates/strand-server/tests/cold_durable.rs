@@ -667,6 +667,30 @@ async fn a_damaged_segment_file_is_never_served_and_a_cut_one_stops_the_start() 
     node.kill9();
 }
 
+/// Appends bodies of `piece` bytes to stream 0 from offset 0 until one
+/// is not acknowledged (at most `most` of them): the bytes acknowledged
+/// and that first other answer.
+async fn append_until_refused(addr: SocketAddr, piece: u64, most: usize) -> (u64, process::Reply) {
+    let mut acked = 0u64;
+    for _ in 0..most {
+        let end = acked + piece;
+        let r = request(
+            addr,
+            "POST",
+            "/v1/stream/s0",
+            &text(),
+            &bytes(0, acked..end),
+        )
+        .await
+        .unwrap();
+        if r.status != 204 {
+            return (acked, r);
+        }
+        acked = end;
+    }
+    panic!("{most} appends of {piece} bytes were all acknowledged");
+}
+
 /// A small tmpfs mounted on a directory for one test, unmounted when
 /// dropped (after the node using it was killed).
 struct SmallDisk(PathBuf);
@@ -722,29 +746,13 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_loses_nothing() {
 
     // 1. Append until a write is refused: flushing stalls on ENOSPC and
     // the hot budget fills. Every append before it was acknowledged.
-    let mut acked = 0u64;
-    let mut refusal = None;
-    for _ in 0..512 {
-        let end = acked + 4 * 1024;
-        let r = request(
-            addr,
-            "POST",
-            "/v1/stream/s0",
-            &text(),
-            &bytes(0, acked..end),
-        )
-        .await
-        .unwrap();
-        match r.status {
-            204 => acked = end,
-            503 => {
-                refusal = Some(r);
-                break;
-            }
-            other => panic!("append: {other} {}", String::from_utf8_lossy(&r.body)),
-        }
-    }
-    let refusal = refusal.expect("a write was refused once the disk was full");
+    let (acked, refusal) = append_until_refused(addr, 4 * 1024, 512).await;
+    assert_eq!(
+        refusal.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&refusal.body)
+    );
     assert_eq!(refusal.header("retry-after"), Some("1"));
     let message = String::from_utf8_lossy(&refusal.body).into_owned();
     assert!(message.contains("cannot take bytes"), "{message}");
@@ -799,29 +807,13 @@ async fn a_nearly_full_data_disk_refuses_writes_with_507_and_keeps_its_log() {
 
     // 1. Append until a write is refused; every one before it was
     // acknowledged. 16 MiB hold at most 256 such appends.
-    let mut acked = 0u64;
-    let mut refusal = None;
-    for _ in 0..400 {
-        let end = acked + PIECE;
-        let r = request(
-            addr,
-            "POST",
-            "/v1/stream/s0",
-            &text(),
-            &bytes(0, acked..end),
-        )
-        .await
-        .unwrap();
-        match r.status {
-            204 => acked = end,
-            507 => {
-                refusal = Some(r);
-                break;
-            }
-            other => panic!("append: {other} {}", String::from_utf8_lossy(&r.body)),
-        }
-    }
-    let refusal = refusal.expect("a write was refused before the disk was full");
+    let (acked, refusal) = append_until_refused(addr, PIECE, 400).await;
+    assert_eq!(
+        refusal.status,
+        507,
+        "{}",
+        String::from_utf8_lossy(&refusal.body)
+    );
     assert_eq!(refusal.header("retry-after"), Some("5"));
     let message = String::from_utf8_lossy(&refusal.body).into_owned();
     assert!(message.contains("--min-free-disk-bytes"), "{message}");
@@ -872,27 +864,7 @@ async fn a_full_log_disk_stops_the_group_and_a_restart_recovers_every_acknowledg
     let mut node = Nodes(vec![Some(start_args(&args))]);
     let addr = node.addr(0);
     create(addr, 0).await;
-    let mut acked = 0u64;
-    let mut failed = None;
-    for _ in 0..400 {
-        let end = acked + PIECE;
-        let r = request(
-            addr,
-            "POST",
-            "/v1/stream/s0",
-            &text(),
-            &bytes(0, acked..end),
-        )
-        .await
-        .unwrap();
-        if r.status == 204 {
-            acked = end;
-        } else {
-            failed = Some(r);
-            break;
-        }
-    }
-    let failed = failed.expect("8 MiB filled up");
+    let (acked, failed) = append_until_refused(addr, PIECE, 400).await;
     let message = String::from_utf8_lossy(&failed.body).into_owned();
     assert_eq!(failed.status, 503, "{message}");
     assert!(message.contains("no leader"), "{message}");
