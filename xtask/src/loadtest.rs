@@ -192,6 +192,11 @@ const RESIDENT_FIGURES: &[(&str, &str, bool)] = &[
         false,
     ),
     ("anon_bytes_per_append", "RssAnon bytes per append", false),
+    (
+        "anon_bytes_per_append_fitted",
+        "RssAnon bytes per append, fitted",
+        false,
+    ),
     ("anon_growth_total", "RssAnon growth, whole run (B)", false),
     (
         "vm_rss_bytes_per_appended_byte",

@@ -834,6 +834,23 @@ fn significant(x: f64) -> f64 {
     (x * scale).round() / scale
 }
 
+/// The least-squares slope of `y` over `x` (`None` with fewer than two
+/// distinct `x`).
+fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(sx, sy), (x, y)| (sx + x, sy + y));
+    let (mx, my) = (sx / n, sy / n);
+    let (sxy, sxx) = points.iter().fold((0.0, 0.0), |(sxy, sxx), (x, y)| {
+        (sxy + (x - mx) * (y - my), sxx + (x - mx) * (x - mx))
+    });
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
 /// `resident`'s memory figures from the three samples and the appends
 /// acknowledged by the checkpoint and by the end: the growth of RssAnon
 /// (and VmRSS) from checkpoint to end per byte and per append appended
@@ -916,14 +933,29 @@ async fn resident(
         stop: std::sync::atomic::AtomicBool::new(false),
         tally: Tally::default(),
     });
+    // Every 100 ms: the RSS limit, and after the checkpoint a point
+    // (appends acknowledged, RssAnon) for the fitted growth per append,
+    // which two instants alone leave to where the hot bytes stood.
+    let measuring = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let points = Arc::new(std::sync::Mutex::new(Vec::<(f64, f64)>::new()));
     let watcher = {
         let (shared, pids, limit) = (Arc::clone(&shared), pids.to_vec(), a.max_rss);
+        let (measuring, points) = (Arc::clone(&measuring), Arc::clone(&points));
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                if Resident::of(&pids).is_some_and(|m| m.vm_rss >= limit) {
+                let Some(m) = Resident::of(&pids) else {
+                    continue;
+                };
+                if m.vm_rss >= limit {
                     shared.stop.store(true, Ordering::Relaxed);
                     return;
+                }
+                if measuring.load(Ordering::Relaxed)
+                    && let Ok(mut p) = points.lock()
+                {
+                    let appends = shared.tally.appends.load(Ordering::Relaxed);
+                    p.push((appends as f64, m.rss_anon as f64));
                 }
             }
         })
@@ -931,6 +963,7 @@ async fn resident(
     let conns = append_phase(conns, &shared, 0, checkpoint).await?;
     let at_checkpoint = shared.tally.appends.load(Ordering::Relaxed);
     let mid = sample().await?;
+    measuring.store(true, Ordering::Relaxed);
     let mid_elapsed = started.elapsed();
     let conns = append_phase(conns, &shared, checkpoint, total).await?;
     let elapsed = started.elapsed().saturating_sub(settle);
@@ -966,6 +999,12 @@ async fn resident(
         resident_figures([start, mid, end], at_checkpoint, appends, body_bytes),
     ) {
         map.extend(memory);
+        let points = points.lock().map(|p| p.clone()).unwrap_or_default();
+        map.insert(
+            "anon_bytes_per_append_fitted".into(),
+            json!(slope(&points).map(significant)),
+        );
+        map.insert("fitted_samples".into(), json!(points.len()));
     }
     Ok(result)
 }
@@ -985,6 +1024,17 @@ mod tests {
         let none = fsync_figures(Some([0; 4]), Some([0; 4]), 0);
         assert_eq!(none["entries_per_fsync"], Value::Null);
         assert_eq!(fsync_figures(None, Some([1; 4]), 1), json!({}));
+    }
+
+    #[test]
+    fn the_fitted_slope_is_least_squares() {
+        assert_eq!(slope(&[]), None);
+        assert_eq!(slope(&[(1.0, 5.0)]), None);
+        assert_eq!(slope(&[(1.0, 5.0), (1.0, 7.0)]), None);
+        assert_eq!(slope(&[(0.0, 10.0), (10.0, 30.0)]), Some(2.0));
+        // Scattered points: the least-squares line.
+        let noisy = [(0.0, 2.0), (1.0, 3.0), (2.0, 8.0), (3.0, 9.0)];
+        assert!((slope(&noisy).expect("a slope") - 2.6).abs() < 1e-9);
     }
 
     #[test]
