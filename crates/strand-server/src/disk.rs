@@ -18,7 +18,7 @@ const FRESH_MS: u64 = 100;
 
 /// The free space of the filesystem holding a data directory, sampled on
 /// demand: a sample, less the bytes admitted since, is reused for
-/// [`FRESH_MS`] while it is more than twice the reserve; closer to the
+/// 100 ms while it is more than twice the reserve; closer to the
 /// reserve every write takes a new one.
 #[derive(Debug)]
 pub struct DiskSpace {
@@ -66,7 +66,7 @@ impl DiskSpace {
             .saturating_add(1)
     }
 
-    /// Free bytes now, or at most [`FRESH_MS`] ago when that was far
+    /// Free bytes now, or at most 100 ms ago when that was far
     /// above the reserve. A filesystem that cannot be queried counts as
     /// having room (the write itself will say what is wrong).
     pub fn free(&self) -> u64 {
