@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 
 use strand_model::{BucketStreamId, ColdChunkRef, ColdFlushCandidate, ColdGcTarget};
 
-use crate::hot::{HotBuffer, to_u64};
+use crate::hot::{HotBuffer, digest_slices, to_u64};
 use crate::machine::StreamStateMachine;
 use crate::response::{StreamErrorCode, StreamErrorContext, StreamResponse};
 use crate::retention::compact_message_records;
@@ -101,6 +101,12 @@ fn gather_small(slices: Vec<bytes::Bytes>, len: usize) -> Vec<bytes::Bytes> {
         one.extend_from_slice(s);
     }
     vec![bytes::Bytes::from(one)]
+}
+
+/// The hot bytes of `slot` a flush may take (from its public hot start).
+fn hot_remaining(slot: &StreamSlot) -> u64 {
+    let hot = slot.hot();
+    hot.remaining_len_from(hot.public_start(slot.metadata.tail_offset))
 }
 
 /// `collect_from` at `from` as a candidate of stream `id`.
@@ -319,9 +325,7 @@ impl StreamStateMachine {
         let mut initial = 0u64;
         let mut hot_streams: Vec<Reverse<ById<'_>>> = Vec::new();
         for slot in self.registry.slots_in_arena_order() {
-            let remaining = slot
-                .hot()
-                .remaining_len_from(slot.hot().public_start(slot.metadata.tail_offset));
+            let remaining = hot_remaining(slot);
             if remaining > 0 {
                 initial = initial.saturating_add(remaining);
                 hot_streams.push(Reverse(ById(slot)));
@@ -386,9 +390,7 @@ impl StreamStateMachine {
         let floor = to_u64(min_stream_bytes.max(1));
         let mut qualified: Vec<(u64, Reverse<ById<'_>>)> = Vec::new();
         for slot in self.registry.slots_in_arena_order() {
-            let remaining = slot
-                .hot()
-                .remaining_len_from(slot.hot().public_start(slot.metadata.tail_offset));
+            let remaining = hot_remaining(slot);
             if remaining >= floor {
                 qualified.push((remaining, Reverse(ById(slot))));
             }
@@ -410,18 +412,14 @@ impl StreamStateMachine {
                     break 'streams;
                 }
                 let slices = gather_small(slices, len);
-                let mut hasher = blake3::Hasher::new();
-                for s in &slices {
-                    hasher.update(s);
-                }
                 from = end;
                 batch_bytes = next;
                 pieces.push(ColdFlushSlices {
                     stream_id: slot.id().clone(),
                     start_offset: start,
                     end_offset: end,
+                    payload_digest: digest_slices(&slices),
                     slices,
-                    payload_digest: hasher.finalize().to_hex().to_string(),
                 });
                 if batch_bytes >= max_batch_bytes {
                     break 'streams;

@@ -210,11 +210,7 @@ impl HotBuffer {
         if got_end != end {
             return None;
         }
-        let mut hasher = blake3::Hasher::new();
-        for slice in &slices {
-            hasher.update(slice);
-        }
-        Some(hasher.finalize().to_hex().to_string())
+        Some(digest_slices(&slices))
     }
 
     /// Drops every byte below `end` (only the front chunk is ever trimmed);
@@ -243,6 +239,16 @@ impl HotBuffer {
             chunks: chunks.into_iter().collect(),
         }
     }
+}
+
+/// Lowercase hex BLAKE3 of `slices` in order, as `FlushCold` checks a
+/// piece's bytes.
+pub(crate) fn digest_slices(slices: &[Bytes]) -> String {
+    let mut hasher = blake3::Hasher::new();
+    for slice in slices {
+        hasher.update(slice);
+    }
+    hasher.finalize().to_hex().to_string()
 }
 
 #[cfg(test)]
