@@ -21,6 +21,7 @@ pub mod budget;
 pub mod local;
 pub mod names;
 mod read;
+pub mod space;
 pub mod stats;
 pub mod store;
 mod worker;
@@ -36,6 +37,7 @@ use tokio::task::JoinHandle;
 pub use budget::{Admission, HotBudget};
 pub use local::LocalSegments;
 pub use read::ColdReadError;
+pub use space::{DiskSpace, LowDisk};
 pub use stats::{ColdReport, ColdStats};
 pub use store::{
     ColdBackend, ColdError, FaultCounts, FaultPlan, FaultyBackend, ObjectInfo, ObjectStoreBackend,

@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
+use crate::space::DiskSpace;
 use crate::store::{ColdBackend, ColdError, ObjectInfo};
 
 /// The trailer's magic.
@@ -55,8 +56,9 @@ pub struct LocalSegments {
 #[derive(Debug)]
 struct Inner {
     root: PathBuf,
-    /// Free bytes a write must leave on the filesystem (for the Raft log).
-    reserve: u64,
+    /// The free bytes a write must leave on the filesystem (for the Raft
+    /// log), if any.
+    space: Option<DiskSpace>,
     /// Objects whose whole file passed its check in this process.
     verified: Mutex<HashSet<String>>,
     /// Some verified files, open for reads ([`OPEN_FILES`] at most).
@@ -91,16 +93,6 @@ fn read_cached(file: &File, range: &Range<u64>) -> Option<Bytes> {
 
 fn io_err(path: &Path, what: &str, e: &io::Error) -> ColdError {
     ColdError::Store(format!("{what} {}: {e}", path.display()))
-}
-
-/// Bytes an unprivileged writer may still use on the filesystem holding
-/// `path` (statvfs: available blocks times the fragment size).
-///
-/// # Errors
-/// When the filesystem cannot be queried.
-pub fn free_bytes(path: &Path) -> io::Result<u64> {
-    let st = rustix::fs::statvfs(path).map_err(io::Error::from)?;
-    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 fn damaged(path: &Path, why: impl std::fmt::Display) -> ColdError {
@@ -152,7 +144,7 @@ impl LocalSegments {
         Ok(Self {
             inner: Arc::new(Inner {
                 root: dir.to_path_buf(),
-                reserve,
+                space: (reserve > 0).then(|| DiskSpace::new(dir, reserve)),
                 verified: Mutex::new(HashSet::new()),
                 open: Mutex::new(HashMap::new()),
             }),
@@ -206,19 +198,17 @@ impl LocalSegments {
     fn put_blocking(&self, name: &str, parts: &[Bytes]) -> Result<(), ColdError> {
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         let path = self.path(name)?;
-        let reserve = self.inner.reserve;
-        if reserve > 0 {
-            let root = &self.inner.root;
-            let free =
-                free_bytes(root).map_err(|e| io_err(root, "cannot read the free space of", &e))?;
-            let need = len.saturating_add(TRAILER_LEN);
-            if free < need.saturating_add(reserve) {
-                return Err(ColdError::Store(format!(
-                    "the disk holding {} has {free} bytes free: a segment of {need} bytes \
-                     would leave less than the {reserve} kept free for the Raft log",
-                    root.display()
-                )));
-            }
+        if let Some(space) = &self.inner.space
+            && let Err(low) = space.admit(len.saturating_add(TRAILER_LEN))
+        {
+            return Err(ColdError::Store(format!(
+                "the disk holding {} has {} bytes free: a segment of {} bytes \
+                 would leave less than the {} kept free for the Raft log",
+                self.inner.root.display(),
+                low.free,
+                len.saturating_add(TRAILER_LEN),
+                low.reserve
+            )));
         }
         let dir = path.parent().unwrap_or(&self.inner.root).to_path_buf();
         if !dir.is_dir() {
@@ -483,7 +473,7 @@ mod tests {
     async fn a_write_into_the_reserve_fails_before_writing_anything() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().join("segments");
-        let free = free_bytes(dir.path()).expect("statvfs");
+        let free = crate::space::free_bytes(dir.path()).expect("statvfs");
         // A reserve of more than the whole filesystem has free.
         let s = LocalSegments::open_keeping_free(&root, free.saturating_mul(2)).expect("open");
         let e = s

@@ -5,8 +5,7 @@
 //! `offsets`, `body`), the JSON mode's wire form (`json_mode`), SSE framing
 //! (`sse`), live reads (`live`), CORS and security headers (`cors`), the
 //! status mapping (`errors`) and the routes (`routes`: the Durable Streams
-//! mount, the bucketed layout, the admin plane), and the data directory's
-//! free-space reserve (`disk`). State, concurrency and
+//! mount, the bucketed layout, the admin plane). State, concurrency and
 //! wake-ups belong to `strand-engine`, object storage and the flush and GC
 //! workers to `strand-cold`; this crate never touches a machine directly.
 
@@ -15,7 +14,6 @@ pub mod body;
 pub mod config;
 pub mod conn;
 pub mod cors;
-pub mod disk;
 pub mod errors;
 pub mod headers;
 pub mod json_mode;
@@ -95,7 +93,12 @@ fn app_state(
         disk: config
             .effective_data_dir()
             .filter(|_| config.min_free_disk_bytes > 0)
-            .map(|dir| Arc::new(disk::DiskSpace::new(&dir, config.min_free_disk_bytes))),
+            .map(|dir| {
+                Arc::new(strand_cold::DiskSpace::new(
+                    &dir,
+                    config.min_free_disk_bytes,
+                ))
+            }),
         config,
         cold,
         plane: state::Plane::Client,

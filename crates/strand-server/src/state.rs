@@ -35,7 +35,7 @@ pub struct AppState {
     /// Which listener the request came in on.
     pub plane: Plane,
     /// The data directory's free-space reserve; `None` in memory.
-    pub disk: Option<Arc<crate::disk::DiskSpace>>,
+    pub disk: Option<Arc<strand_cold::DiskSpace>>,
 }
 
 /// The listener a request came in on, which decides the routes it may use.

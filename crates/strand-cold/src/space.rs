@@ -1,17 +1,27 @@
-//! The data directory's free-space reserve (`--min-free-disk-bytes`).
+//! Free-space reserves on a filesystem (`--min-free-disk-bytes`).
 //!
 //! A durable node's Raft log, snapshots and segment files share one
 //! filesystem. If the log cannot write, its group stops until the node
-//! restarts, so writes are refused (`507`) while the filesystem holds less
-//! than the reserve, and the segment store keeps half of it for the log:
-//! what is already in memory may still be flushed, and the log always has
-//! room for the flushes', deletes' and snapshots' small records. Reads,
-//! deletes and everything else go on; writes resume as soon as space is
-//! freed.
+//! restarts, so the server refuses writes (`507`) while the filesystem
+//! holds less than the reserve, and the segment store keeps half of it for
+//! the log: what is already in memory may still be flushed, and the log
+//! always has room for the flushes', deletes' and snapshots' small
+//! records. Both ask a [`DiskSpace`].
 
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+
+/// Bytes an unprivileged writer may still use on the filesystem holding
+/// `path` (statvfs: available blocks times the fragment size).
+///
+/// # Errors
+/// When the filesystem cannot be queried.
+pub fn free_bytes(path: &Path) -> io::Result<u64> {
+    let st = rustix::fs::statvfs(path).map_err(io::Error::from)?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
 
 /// How long a sample far above the reserve is trusted.
 const FRESH_MS: u64 = 100;
@@ -79,7 +89,7 @@ impl DiskSpace {
         if at != 0 && now.saturating_sub(at) < FRESH_MS && estimate / 2 > self.reserve {
             return estimate;
         }
-        let free = strand_cold::local::free_bytes(&self.dir).unwrap_or(u64::MAX);
+        let free = free_bytes(&self.dir).unwrap_or(u64::MAX);
         self.free.store(free, Ordering::Release);
         self.since.store(0, Ordering::Release);
         self.sampled_at.store(now, Ordering::Release);
@@ -115,7 +125,7 @@ mod tests {
     #[test]
     fn a_reserve_beyond_the_disk_refuses_and_none_admits() {
         let dir = tempfile::tempdir().unwrap();
-        let free = strand_cold::local::free_bytes(dir.path()).unwrap();
+        let free = free_bytes(dir.path()).unwrap();
         assert!(free > 0);
         let space = DiskSpace::new(dir.path(), u64::MAX / 2);
         let refused = space.admit(1).unwrap_err();
