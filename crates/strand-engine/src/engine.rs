@@ -181,6 +181,9 @@ pub(crate) struct Inner {
     logs: Vec<std::sync::OnceLock<Arc<dyn GroupLog>>>,
     /// Whether the groups apply through logs ([`Engine::start_replicated`]).
     replicated: bool,
+    /// The node's copy of flushed bytes, shared with the groups' tasks and
+    /// appliers (a replicated engine's, once installed).
+    replica: crate::group::ReplicaSlot,
 }
 
 impl std::fmt::Debug for Engine {
@@ -221,7 +224,7 @@ impl Engine {
             tasks,
             (shutdown, shutdown_rx),
             unpins,
-            false,
+            (false, crate::group::ReplicaSlot::default()),
         )
     }
 
@@ -232,7 +235,7 @@ impl Engine {
         tasks: Vec<JoinHandle<()>>,
         (shutdown, shutdown_rx): (watch::Sender<bool>, watch::Receiver<bool>),
         unpins: Arc<tokio::sync::Notify>,
-        replicated: bool,
+        (replicated, replica): (bool, crate::group::ReplicaSlot),
     ) -> Self {
         let logs = groups.iter().map(|_| std::sync::OnceLock::new()).collect();
         let engine = Self {
@@ -245,6 +248,7 @@ impl Engine {
                 cold: std::sync::OnceLock::new(),
                 logs,
                 replicated,
+                replica,
             }),
         };
         let janitor = tokio::spawn(crate::forks::deliver_unpins(
@@ -269,6 +273,7 @@ impl Engine {
         let mut groups = Vec::new();
         let mut tasks = Vec::new();
         let mut appliers = Vec::new();
+        let replica = crate::group::ReplicaSlot::default();
         for index in 0..config.groups.max(1) {
             let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
             let (log_tx, log_rx) = mpsc::unbounded_channel();
@@ -279,9 +284,10 @@ impl Engine {
                 shutdown_rx.clone(),
                 config.machine,
                 Arc::clone(&unpins),
+                (index, Arc::clone(&replica)),
             )));
             groups.push(Group { tx });
-            appliers.push(GroupApplier::new(index, log_tx));
+            appliers.push(GroupApplier::new(index, log_tx, Arc::clone(&replica)));
         }
         let engine = Self::assemble(
             &config,
@@ -290,7 +296,7 @@ impl Engine {
             tasks,
             (shutdown, shutdown_rx),
             unpins,
-            true,
+            (true, replica),
         );
         let links = appliers
             .into_iter()
@@ -306,6 +312,15 @@ impl Engine {
         if let Some(slot) = self.inner.logs.get(group) {
             let _ = slot.set(log);
         }
+    }
+
+    /// Installs the node's [`SegmentReplica`](crate::SegmentReplica) on a
+    /// replicated engine, before its logs replay: from then on every
+    /// group hands it the bytes its accepted `FlushCold`s take out of the
+    /// hot buffers, and its appliers await it. Only the first call takes
+    /// effect; it answers whether it did (an in-memory engine takes none).
+    pub fn set_segment_replica(&self, replica: Arc<dyn crate::SegmentReplica>) -> bool {
+        self.inner.replicated && self.inner.replica.set(replica).is_ok()
     }
 
     /// Whether the engine's groups are replicated (started with
@@ -415,6 +430,21 @@ impl Engine {
         command: StreamCommand,
     ) -> Result<StreamResponse, EngineError> {
         self.call(group, |reply| Op::Apply { command, reply }).await
+    }
+
+    /// Applies commands in one group by index, in order, as one entry (in
+    /// a replicated group: one log entry, so every replica applies all of
+    /// them in the same apply); one answer per command.
+    ///
+    /// # Errors
+    /// As [`Engine::apply_in_group`], for all of them at once.
+    pub async fn apply_many_in_group(
+        &self,
+        group: usize,
+        commands: Vec<StreamCommand>,
+    ) -> Result<Vec<StreamResponse>, EngineError> {
+        self.call(group, |reply| Op::ApplyMany { commands, reply })
+            .await
     }
 
     /// Applies a command in every group, in group order (bucket-wide

@@ -19,6 +19,7 @@ use crate::log::{EntryOutcome, GroupEntry, GroupLog, LogInput};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
+use crate::replica::{Capture, SegmentReplica};
 use crate::waiters::{AppendNotice, WaiterTx, Waiters, Wake};
 
 /// A query run on the group's machine inside its task.
@@ -30,6 +31,12 @@ pub(crate) enum Op {
     Apply {
         command: StreamCommand,
         reply: oneshot::Sender<StreamResponse>,
+    },
+    /// Apply commands in order as one entry (one log entry when
+    /// replicated).
+    ApplyMany {
+        commands: Vec<StreamCommand>,
+        reply: oneshot::Sender<Vec<StreamResponse>>,
     },
     /// Create a stream, creating its bucket in this group first.
     Create {
@@ -108,6 +115,7 @@ type AfterAccess = Box<dyn FnOnce(&StreamStateMachine, bool) + Send>;
 /// Where a proposed entry's outcome goes.
 enum Reply {
     Response(oneshot::Sender<StreamResponse>),
+    Many(oneshot::Sender<Vec<StreamResponse>>),
     Write(oneshot::Sender<WriteOutcome>),
     Transaction(oneshot::Sender<TransactionOutcome>),
     /// Continue a read or head once its access entry is applied.
@@ -122,6 +130,21 @@ impl Reply {
         match (self, outcome) {
             (Reply::Response(tx), Ok(EntryOutcome::Response(r))) => {
                 let _ = tx.send(r);
+            }
+            (Reply::Many(tx), Ok(EntryOutcome::Batch(outcomes))) => {
+                let responses: Option<Vec<StreamResponse>> = outcomes
+                    .into_iter()
+                    .map(|o| match o {
+                        EntryOutcome::Response(r) => Some(r),
+                        _ => None,
+                    })
+                    .collect();
+                match responses {
+                    Some(r) => {
+                        let _ = tx.send(r);
+                    }
+                    None => tracing::error!("a log answered commands with another kind of outcome"),
+                }
             }
             (Reply::Write(tx), Ok(EntryOutcome::Write(w))) => {
                 let _ = tx.send(w);
@@ -158,7 +181,15 @@ pub(crate) struct GroupCore {
     machine: StreamStateMachine,
     waiters: Waiters,
     backend: Backend,
+    /// The group's index.
+    group: usize,
+    /// The node's copy of flushed bytes, for a replicated group
+    /// (`crate::replica`).
+    replica: ReplicaSlot,
 }
+
+/// Where a replicated engine's [`SegmentReplica`] is installed.
+pub(crate) type ReplicaSlot = Arc<std::sync::OnceLock<Arc<dyn SegmentReplica>>>;
 
 impl GroupCore {
     pub(crate) fn new(options: MachineOptions) -> Self {
@@ -166,12 +197,21 @@ impl GroupCore {
             machine: StreamStateMachine::with_options(options),
             waiters: Waiters::default(),
             backend: Backend::Memory,
+            group: 0,
+            replica: ReplicaSlot::default(),
         }
     }
 
-    fn replicated(options: MachineOptions, requeue: mpsc::WeakSender<Op>) -> Self {
+    fn replicated(
+        options: MachineOptions,
+        requeue: mpsc::WeakSender<Op>,
+        group: usize,
+        replica: ReplicaSlot,
+    ) -> Self {
         Self {
             backend: Backend::Replicated { log: None, requeue },
+            group,
+            replica,
             ..Self::new(options)
         }
     }
@@ -203,7 +243,7 @@ impl GroupCore {
     /// state and the entry that both engines share.
     pub(crate) fn apply_entry(&mut self, entry: GroupEntry) -> EntryOutcome {
         match entry {
-            GroupEntry::Command(command) => EntryOutcome::Response(self.commit(command)),
+            GroupEntry::Command(command) => EntryOutcome::Response(self.commit_kept(command)),
             GroupEntry::Create {
                 command,
                 media_type_match,
@@ -238,6 +278,25 @@ impl GroupCore {
                 EntryOutcome::Batch(entries.into_iter().map(|e| self.apply_entry(e)).collect())
             }
         }
+    }
+
+    /// [`commit`](Self::commit), handing the node's [`SegmentReplica`]
+    /// the bytes an accepted `FlushCold` takes out of the hot buffer and
+    /// what an `AckColdGc` reclaims.
+    fn commit_kept(&mut self, command: StreamCommand) -> StreamResponse {
+        let Some(replica) = self.replica.get().cloned() else {
+            return self.commit(command);
+        };
+        let Some(capture) = Capture::before(&self.machine, &command) else {
+            return self.commit(command);
+        };
+        let response = self.commit(command);
+        let accepted = matches!(
+            response,
+            StreamResponse::ColdFlushed { .. } | StreamResponse::ColdGcAcked { .. }
+        );
+        capture.after(replica.as_ref(), self.group, accepted);
+        response
     }
 
     /// Applies a command and wakes the readers it may concern. With no
@@ -351,6 +410,10 @@ impl GroupCore {
             Op::Apply { command, reply } => {
                 self.submit(GroupEntry::Command(command), Reply::Response(reply));
             }
+            Op::ApplyMany { commands, reply } => self.submit(
+                GroupEntry::Batch(commands.into_iter().map(GroupEntry::Command).collect()),
+                Reply::Many(reply),
+            ),
             Op::Create {
                 command,
                 media_type_match,
@@ -467,6 +530,9 @@ impl GroupCore {
             }
             LogInput::Install { machine, reply } => {
                 self.machine = *machine;
+                if let Some(replica) = self.replica.get() {
+                    replica.restored(self.group);
+                }
                 self.waiters.wake_all(&Wake::Changed);
                 let _ = reply.send(());
             }
@@ -679,9 +745,10 @@ pub(crate) async fn run_replicated(
     shutdown: tokio::sync::watch::Receiver<bool>,
     options: MachineOptions,
     unpins: Arc<tokio::sync::Notify>,
+    (group, replica): (usize, ReplicaSlot),
 ) {
     run_core(
-        GroupCore::replicated(options, requeue),
+        GroupCore::replicated(options, requeue, group, replica),
         rx,
         Some(log_rx),
         shutdown,

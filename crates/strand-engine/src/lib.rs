@@ -25,6 +25,7 @@ mod group;
 mod log;
 mod ops;
 mod placement;
+mod replica;
 mod waiters;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -40,4 +41,5 @@ pub use log::{
 };
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};
+pub use replica::{FlushedPiece, Reclaimed, SegmentPeers, SegmentReplica};
 pub use waiters::AppendNotice;

@@ -281,11 +281,16 @@ pub(crate) enum LogInput {
 pub struct GroupApplier {
     group: usize,
     tx: mpsc::UnboundedSender<LogInput>,
+    replica: crate::group::ReplicaSlot,
 }
 
 impl GroupApplier {
-    pub(crate) fn new(group: usize, tx: mpsc::UnboundedSender<LogInput>) -> Self {
-        Self { group, tx }
+    pub(crate) fn new(
+        group: usize,
+        tx: mpsc::UnboundedSender<LogInput>,
+        replica: crate::group::ReplicaSlot,
+    ) -> Self {
+        Self { group, tx, replica }
     }
 
     /// The group's index.
@@ -293,7 +298,9 @@ impl GroupApplier {
         self.group
     }
 
-    /// Applies committed entries in order; one outcome per entry.
+    /// Applies committed entries in order; one outcome per entry. With a
+    /// [`SegmentReplica`](crate::SegmentReplica) installed, returns once
+    /// it has settled what the entries handed it.
     ///
     /// # Errors
     /// [`EngineError::Shutdown`] when the group's task has ended.
@@ -302,7 +309,11 @@ impl GroupApplier {
         self.tx
             .send(LogInput::Apply { entries, reply })
             .map_err(|_| EngineError::Shutdown)?;
-        rx.await.map_err(|_| EngineError::Shutdown)
+        let outcomes = rx.await.map_err(|_| EngineError::Shutdown)?;
+        if let Some(replica) = self.replica.get() {
+            replica.settle(self.group).await;
+        }
+        Ok(outcomes)
     }
 
     /// Starts a snapshot of the machine's state after every entry applied
