@@ -21,6 +21,7 @@ pub mod budget;
 pub mod local;
 pub mod names;
 mod read;
+pub mod replica;
 pub mod space;
 pub mod stats;
 pub mod store;
@@ -37,6 +38,7 @@ use tokio::task::JoinHandle;
 pub use budget::{Admission, HotBudget};
 pub use local::LocalSegments;
 pub use read::ColdReadError;
+pub use replica::{ReplicaSegments, ReplicaStats};
 pub use space::{DiskSpace, LowDisk};
 pub use stats::{ColdReport, ColdStats};
 pub use store::{
@@ -71,6 +73,11 @@ pub struct ColdConfig {
     /// An unreferenced object younger than this is left alone (an upload
     /// whose `FlushCold` may still commit).
     pub orphan_grace: Duration,
+    /// How often each group of a cluster node that keeps its own copy
+    /// ([`ReplicaSegments`]) checks that it holds every object its state
+    /// names, fetching what it lacks from a peer (it also checks after
+    /// every snapshot that replaced the group's machine).
+    pub repair_interval: Duration,
     /// How often the hot-memory budget is sampled.
     pub sample_interval: Duration,
     /// First back-off after a store failure (doubles up to `retry_max`).
@@ -98,6 +105,7 @@ impl Default for ColdConfig {
             gc_interval: Duration::from_secs(5),
             sweep_interval: Duration::from_secs(600),
             orphan_grace: Duration::from_secs(3600),
+            repair_interval: Duration::from_secs(60),
             sample_interval: Duration::from_millis(10),
             retry_min: Duration::from_millis(50),
             retry_max: Duration::from_secs(5),
@@ -113,6 +121,8 @@ pub(crate) struct Shared {
     pub(crate) backend: SharedBackend,
     /// The same backend when it is the node's local segment store.
     pub(crate) local: Option<LocalSegments>,
+    /// The same store when every node of a cluster keeps its own copy.
+    pub(crate) replica: Option<ReplicaSegments>,
     pub(crate) config: ColdConfig,
     pub(crate) budget: HotBudget,
     /// One budget per group under `max_group_hot_bytes`, made when the
@@ -203,21 +213,38 @@ impl ColdWorkers {
 impl ColdTier {
     /// A cold tier over `backend`.
     pub fn new(backend: SharedBackend, config: ColdConfig) -> Self {
-        Self::build(backend, None, config)
+        Self::build(backend, (None, None), config)
     }
 
     /// A cold tier over the node's local segment store (the default tier
     /// of a durable node): [`ColdTier::check_segments`] can then check its
     /// files at start.
     pub fn local(segments: LocalSegments, config: ColdConfig) -> Self {
-        Self::build(Arc::new(segments.clone()), Some(segments), config)
+        Self::build(Arc::new(segments.clone()), (Some(segments), None), config)
     }
 
-    fn build(backend: SharedBackend, local: Option<LocalSegments>, config: ColdConfig) -> Self {
+    /// A cold tier over a cluster node's own copy of its groups' flushed
+    /// bytes (the default tier of a cluster without object storage): the
+    /// engine must be given the same `replica`
+    /// ([`Engine::set_segment_replica`]) before its logs replay.
+    pub fn replicated(replica: ReplicaSegments, config: ColdConfig) -> Self {
+        Self::build(
+            Arc::new(replica.clone()),
+            (Some(replica.local().clone()), Some(replica)),
+            config,
+        )
+    }
+
+    fn build(
+        backend: SharedBackend,
+        (local, replica): (Option<LocalSegments>, Option<ReplicaSegments>),
+        config: ColdConfig,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 backend,
                 local,
+                replica,
                 budget: HotBudget::new(config.max_hot_bytes),
                 group_budgets: std::sync::OnceLock::new(),
                 cache: read::RangeCache::new(config.cache_bytes),
@@ -259,19 +286,19 @@ impl ColdTier {
     ///
     /// # Errors
     /// The first missing or damaged file, named; or the engine stopped.
+    /// A cluster node's own copy ([`ColdTier::replicated`]) is not
+    /// checked here: what it lacks, its workers fetch from a peer.
     pub async fn check_segments(&self, engine: &Engine) -> Result<usize, String> {
         let Some(local) = &self.shared.local else {
             return Ok(0);
         };
+        if self.shared.replica.is_some() {
+            return Ok(0);
+        }
         let mut checked = 0;
         for group in 0..engine.group_count() {
             let objects = engine
-                .query_group(group, |m| {
-                    let live = worker::referenced(m);
-                    let mut objects = m.referenced_cold_objects();
-                    objects.retain(|name, _| live.contains(name));
-                    objects
-                })
+                .query_group(group, worker::live_objects)
                 .await
                 .map_err(|e| e.to_string())?;
             let local = local.clone();
@@ -283,6 +310,12 @@ impl ColdTier {
             .map_err(|e| e.to_string())?;
         }
         Ok(checked)
+    }
+
+    /// The cluster node's own copy of its groups' flushed bytes, when the
+    /// tier is one ([`ColdTier::replicated`]).
+    pub fn replica(&self) -> Option<&ReplicaSegments> {
+        self.shared.replica.as_ref()
     }
 
     /// The backend.
@@ -361,6 +394,7 @@ impl ColdTier {
                 .get()
                 .map(Vec::as_slice)
                 .unwrap_or_default(),
+            self.shared.replica.as_ref().map(ReplicaSegments::stats),
         )
     }
 

@@ -96,7 +96,39 @@ fn io_err(path: &Path, what: &str, e: &io::Error) -> ColdError {
 }
 
 fn damaged(path: &Path, why: impl std::fmt::Display) -> ColdError {
-    ColdError::Store(format!("damaged segment file {}: {why}", path.display()))
+    ColdError::Damaged(format!("damaged segment file {}: {why}", path.display()))
+}
+
+/// Checks a whole segment file's bytes (`file`: the object's bytes, then
+/// the trailer) against its trailer, and against `size` when known;
+/// answers the object's bytes.
+///
+/// # Errors
+/// [`ColdError::Damaged`], naming the object.
+pub(crate) fn check_file(name: &str, file: &Bytes, size: Option<u64>) -> Result<Bytes, ColdError> {
+    let bad = |why: String| ColdError::Damaged(format!("segment file of {name}: {why}"));
+    let len = file.len() as u64;
+    let Some(content) = len.checked_sub(TRAILER_LEN) else {
+        return Err(bad(format!("{len} bytes, shorter than a trailer")));
+    };
+    if let Some(size) = size
+        && size != content
+    {
+        return Err(bad(format!("{content} bytes, {size} expected")));
+    }
+    let at = usize::try_from(content).map_err(|_| bad("too large".to_owned()))?;
+    let (bytes, trailer) = file.split_at(at);
+    if trailer.get(..8) != Some(MAGIC.as_slice()) {
+        return Err(bad("no trailer (torn or not a segment)".to_owned()));
+    }
+    let mut want = [0u8; 8];
+    want.copy_from_slice(trailer.get(8..16).unwrap_or(&[0; 8]));
+    let mut digest = crc64fast::Digest::new();
+    digest.write(bytes);
+    if digest.sum64() != u64::from_le_bytes(want) {
+        return Err(bad("checksum mismatch".to_owned()));
+    }
+    Ok(file.slice(..at))
 }
 
 /// Whether `name` is a relative path of safe parts.
@@ -193,6 +225,33 @@ impl LocalSegments {
             checked += 1;
         }
         Ok(checked)
+    }
+
+    /// Whether `name` is a file here, of `size` bytes of content when
+    /// given (a stat: nothing is read).
+    pub fn holds(&self, name: &str, size: Option<u64>) -> bool {
+        let Ok(path) = self.path(name) else {
+            return false;
+        };
+        fs::metadata(path).is_ok_and(|m| {
+            m.is_file() && size.is_none_or(|s| m.len() == s.saturating_add(TRAILER_LEN))
+        })
+    }
+
+    /// The whole file of `name` (content and trailer) once it passed its
+    /// check; `None` when there is no such file.
+    ///
+    /// # Errors
+    /// A file that cannot be read, or a damaged one.
+    pub fn whole_file(&self, name: &str) -> Result<Option<Bytes>, ColdError> {
+        let path = self.path(name)?;
+        let bytes = match fs::read(&path) {
+            Ok(b) => Bytes::from(b),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&path, "cannot read", &e)),
+        };
+        check_file(name, &bytes, None)?;
+        Ok(Some(bytes))
     }
 
     fn put_blocking(&self, name: &str, parts: &[Bytes]) -> Result<(), ColdError> {

@@ -133,6 +133,13 @@ pub struct ColdReport {
     pub cold_read_bytes: u64,
     /// Ranges served from the cache.
     pub cache_hits: u64,
+    /// Objects this cluster node wrote into its own copy from its own hot
+    /// bytes (0 without one).
+    pub replica_written: u64,
+    /// Objects this cluster node fetched from a peer into its own copy.
+    pub replica_fetched: u64,
+    /// Writes and fetches of its own copy that failed.
+    pub replica_failures: u64,
 }
 
 impl ColdReport {
@@ -142,7 +149,11 @@ impl ColdReport {
         budget: &HotBudget,
         max_group_hot_bytes: Option<u64>,
         groups: &[HotBudget],
+        replica: Option<&crate::ReplicaStats>,
     ) -> Self {
+        let replica_get = |f: fn(&crate::ReplicaStats) -> &AtomicU64| {
+            replica.map_or(0, |r| f(r).load(Ordering::Relaxed))
+        };
         let failures = ColdStats::get(&stats.consecutive_failures);
         Self {
             backend,
@@ -169,6 +180,9 @@ impl ColdReport {
             cold_reads: ColdStats::get(&stats.cold_reads),
             cold_read_bytes: ColdStats::get(&stats.cold_read_bytes),
             cache_hits: ColdStats::get(&stats.cache_hits),
+            replica_written: replica_get(|r| &r.written),
+            replica_fetched: replica_get(|r| &r.fetched),
+            replica_failures: replica_get(|r| &r.failures),
         }
     }
 }

@@ -22,6 +22,10 @@ pub enum ColdError {
     /// A name the store cannot hold.
     #[error("invalid object name {0:?}")]
     InvalidName(String),
+    /// A segment file that fails its check (length, trailer, checksum):
+    /// never served.
+    #[error("{0}")]
+    Damaged(String),
     /// Anything else (network, permissions, a full disk, injected faults):
     /// worth retrying.
     #[error("object store error: {0}")]

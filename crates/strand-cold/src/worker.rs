@@ -146,7 +146,16 @@ pub(crate) async fn run_group(
     let follow_poll = config
         .flush_interval
         .clamp(Duration::from_millis(1), Duration::from_millis(100));
+    let mut next_repair = Instant::now();
     loop {
+        // Every node that keeps its own copy deletes what the group's GC
+        // reclaimed and fetches what it lacks, leader or not.
+        if let Some(replica) = &shared.replica {
+            match replica_chores(&shared, replica, &engine, group, &mut next_repair).await {
+                Step::Stop => return,
+                Step::Idle | Step::Progress | Step::Failed => {}
+            }
+        }
         // Only the group's leader flushes, collects and sweeps, and only
         // once it has applied everything committed before its term: the
         // sweep lists the store against the applied state, so a
@@ -155,6 +164,12 @@ pub(crate) async fn run_group(
         let leading = engine.leads_group(group);
         lead.set(leading);
         if !leading {
+            if shared.replica.is_some() && Instant::now() >= next_sweep {
+                if let Step::Stop = sweep_once(&shared, &engine, group).await {
+                    return;
+                }
+                next_sweep = Instant::now() + config.sweep_interval;
+            }
             if !pause(&mut stop, follow_poll).await {
                 return;
             }
@@ -219,28 +234,18 @@ pub(crate) async fn run_group(
     }
 }
 
-/// Applies a command, retrying while the group's queue is full.
+/// Applies a group-wide command, retrying while the group's queue is full.
 async fn apply_retrying(
     engine: &Engine,
-    target: Target<'_>,
+    group: usize,
     command: StreamCommand,
 ) -> Result<StreamResponse, EngineError> {
     loop {
-        let result = match target {
-            Target::Stream(id) => engine.apply(id, command.clone()).await,
-            Target::Group(g) => engine.apply_in_group(g, command.clone()).await,
-        };
-        match result {
+        match engine.apply_in_group(group, command.clone()).await {
             Err(EngineError::Busy) => tokio::time::sleep(Duration::from_millis(5)).await,
             other => return other,
         }
     }
-}
-
-#[derive(Clone, Copy)]
-enum Target<'a> {
-    Stream(&'a strand::BucketStreamId),
-    Group(usize),
 }
 
 /// Which streams a flush takes, given the group's hot bytes: under
@@ -314,63 +319,46 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     shared.stats.success();
     ColdStats::add(&shared.stats.uploads, 1);
     ColdStats::add(&shared.stats.uploaded_bytes, size);
-    // One `FlushCold` per piece: a stream's pieces in order, different
-    // streams' at once, so the group proposes them together (one log
-    // entry, one fsync) rather than one round trip each.
-    let mut by_stream: Vec<Vec<(u64, ColdFlushSlices)>> = Vec::new();
-    for (at, c) in placed {
-        match by_stream.iter_mut().find(|pieces| {
-            pieces
-                .first()
-                .is_some_and(|(_, p)| p.stream_id == c.stream_id)
-        }) {
-            Some(pieces) => pieces.push((at, c)),
-            None => by_stream.push(vec![(at, c)]),
+    // One `FlushCold` per piece, all of them one entry: one log record
+    // and one fsync, and every replica applies the whole object's pieces
+    // in one apply (a node that keeps its own copy writes it whole).
+    let commands: Vec<StreamCommand> = placed
+        .iter()
+        .map(|(at, c)| StreamCommand::FlushCold {
+            stream_id: c.stream_id.clone(),
+            chunk: ColdChunkRef {
+                start_offset: c.start_offset,
+                end_offset: c.end_offset,
+                s3_path: name.clone(),
+                object_size: size,
+                object_offset: *at,
+                // Recorded (exclusive chunks are not), so reads find it.
+                shared_object: true,
+                payload_digest: c.payload_digest.clone(),
+            },
+        })
+        .collect();
+    let responses = loop {
+        match engine.apply_many_in_group(group, commands.clone()).await {
+            Err(EngineError::Busy) => tokio::time::sleep(Duration::from_millis(5)).await,
+            Err(_) => return Step::Stop,
+            Ok(r) => break r,
         }
-    }
-    let commits = by_stream.into_iter().map(|pieces| {
-        let name = &name;
-        async move {
-            let mut committed = 0u64;
-            for (at, c) in pieces {
-                let len = c.end_offset.saturating_sub(c.start_offset);
-                let command = StreamCommand::FlushCold {
-                    stream_id: c.stream_id.clone(),
-                    chunk: ColdChunkRef {
-                        start_offset: c.start_offset,
-                        end_offset: c.end_offset,
-                        s3_path: name.clone(),
-                        object_size: size,
-                        object_offset: at,
-                        // Recorded (exclusive chunks are not), so reads find it.
-                        shared_object: true,
-                        payload_digest: c.payload_digest,
-                    },
-                };
-                match apply_retrying(engine, Target::Stream(&c.stream_id), command).await {
-                    Ok(StreamResponse::ColdFlushed { .. }) => {
-                        committed += 1;
-                        ColdStats::add(&shared.stats.flushed_chunks, 1);
-                        ColdStats::add(&shared.stats.flushed_bytes, len);
-                    }
-                    Ok(other) => {
-                        tracing::debug!(group, stream = %c.stream_id, response = ?other, "stale cold flush");
-                        ColdStats::add(&shared.stats.stale_chunks, 1);
-                        // The stream moved under the plan: its later
-                        // pieces cannot follow this one.
-                        break;
-                    }
-                    Err(_) => return None,
-                }
-            }
-            Some(committed)
-        }
-    });
+    };
     let mut committed = 0u64;
-    for outcome in futures_util::future::join_all(commits).await {
-        match outcome {
-            Some(n) => committed += n,
-            None => return Step::Stop,
+    for ((_, c), response) in placed.iter().zip(responses) {
+        if let StreamResponse::ColdFlushed { .. } = response {
+            committed += 1;
+            ColdStats::add(&shared.stats.flushed_chunks, 1);
+            ColdStats::add(
+                &shared.stats.flushed_bytes,
+                c.end_offset.saturating_sub(c.start_offset),
+            );
+        } else {
+            // The stream moved under the plan (its later pieces then
+            // fail the same way).
+            tracing::debug!(group, stream = %c.stream_id, ?response, "stale cold flush");
+            ColdStats::add(&shared.stats.stale_chunks, 1);
         }
     }
     if committed == 0 {
@@ -389,6 +377,84 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
         return Step::Idle;
     }
     Step::Progress
+}
+
+/// Every object the group holds as live, with its size (what a node's
+/// segment store must hold).
+pub(crate) fn live_objects(m: &StreamStateMachine) -> std::collections::BTreeMap<String, u64> {
+    let live = referenced(m);
+    let mut objects = m.referenced_cold_objects();
+    objects.retain(|name, _| live.contains(name));
+    objects
+}
+
+/// A cluster node's own copy: deletes the objects of the GC entries its
+/// group acknowledged, then, after a snapshot replaced the group's machine
+/// or every `repair_interval`, fetches from a peer each object the group
+/// names that is missing here or of the wrong length.
+async fn replica_chores(
+    shared: &Shared,
+    replica: &crate::ReplicaSegments,
+    engine: &Engine,
+    group: usize,
+    next_repair: &mut Instant,
+) -> Step {
+    let mut step = Step::Idle;
+    let reclaims = replica.take_reclaims(group);
+    if !reclaims.is_empty() {
+        // Listed before the live set is read: a file that a later flush
+        // wrote under a reclaimed stream's prefix is then live already.
+        let mut names = Vec::new();
+        for target in reclaims {
+            match target {
+                ColdGcTarget::Paths(paths) => names.extend(paths),
+                ColdGcTarget::Stream(id) => {
+                    match shared.backend.list(&names::stream_prefix(group, &id)).await {
+                        Ok(objects) => names.extend(objects.into_iter().map(|o| o.name)),
+                        // The sweep deletes them later.
+                        Err(e) => shared.stats.failure("replica gc list", &e),
+                    }
+                }
+            }
+        }
+        let live = match engine.query_group(group, referenced).await {
+            Err(EngineError::Shutdown) => return Step::Stop,
+            Err(_) => return Step::Idle,
+            Ok(l) => l,
+        };
+        for name in names {
+            if live.contains(&name) {
+                continue;
+            }
+            match shared.backend.delete(&name).await {
+                Ok(()) => ColdStats::add(&shared.stats.gc_deleted, 1),
+                Err(e) => shared.stats.failure("replica gc delete", &e),
+            }
+        }
+        step = Step::Progress;
+    }
+    let restored = replica.take_restored(group);
+    if !restored && Instant::now() < *next_repair {
+        return step;
+    }
+    *next_repair = Instant::now() + shared.config.repair_interval;
+    let objects = match engine.query_group(group, live_objects).await {
+        Err(EngineError::Shutdown) => return Step::Stop,
+        Err(_) => return step,
+        Ok(o) => o,
+    };
+    for (name, size) in objects {
+        if replica.is_pending(&name) || replica.local().holds(&name, Some(size)) {
+            continue;
+        }
+        let replace = replica.local().holds(&name, None);
+        if replica.fetch(&name, Some(size), replace).await.is_err() {
+            // Again soon: a peer may be down for a moment.
+            *next_repair = Instant::now() + shared.config.retry_max;
+            step = Step::Failed;
+        }
+    }
+    step
 }
 
 /// The object paths the group still references (live shared chunks).
@@ -458,13 +524,7 @@ async fn gc_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
         acked = Some(entry.seq);
     }
     if let Some(up_to_seq) = acked {
-        match apply_retrying(
-            engine,
-            Target::Group(group),
-            StreamCommand::AckColdGc { up_to_seq },
-        )
-        .await
-        {
+        match apply_retrying(engine, group, StreamCommand::AckColdGc { up_to_seq }).await {
             Ok(StreamResponse::ColdGcAcked { removed }) => {
                 ColdStats::add(&shared.stats.gc_acked, removed);
             }
