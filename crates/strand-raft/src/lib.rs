@@ -56,7 +56,7 @@ pub use batch::{
     MAX_BATCHED_BYTES, NetworkStats, serve_batch,
 };
 pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
-pub use network::{CLUSTER_TOKEN_HEADER, ClusterLinks};
+pub use network::{CLUSTER_TOKEN_HEADER, ClusterLinks, SEGMENT_PATH};
 pub use segment::LogError;
 pub use state_machine::{GroupStateMachine, SnapshotBuilder};
 pub use types::{NodeId, TypeConfig};
@@ -108,6 +108,11 @@ pub struct DurableOptions {
     /// The cluster's shared secret, sent with every message to a peer
     /// (header [`CLUSTER_TOKEN_HEADER`]); the receiving server checks it.
     pub cluster_token: Option<String>,
+    /// The node's own copy of its groups' flushed bytes, if it keeps one
+    /// (a cluster without object storage every node reads): installed on
+    /// the engine before the logs replay, and, in a cluster, connected to
+    /// the peers it fetches missing objects from ([`SEGMENT_PATH`]).
+    pub segment_replica: Option<Arc<dyn strand_engine::SegmentReplica>>,
 }
 
 impl DurableOptions {
@@ -123,6 +128,7 @@ impl DurableOptions {
             leader_timeout: Duration::from_secs(30),
             peers: BTreeMap::new(),
             cluster_token: None,
+            segment_replica: None,
         }
     }
 }
@@ -322,6 +328,16 @@ pub async fn start_durable(
     let (engine, links) = Engine::start_replicated(config, clock);
     // One pool of peer connections for every group of the node.
     let client = network::PeerClient::new(options.cluster_token.as_deref());
+    if let Some(replica) = &options.segment_replica {
+        engine.set_segment_replica(Arc::clone(replica));
+        if let Some(links) = &cluster_links {
+            replica.connect(Arc::new(network::PeerSegments {
+                node_id: options.node_id,
+                links: Arc::clone(links),
+                client: client.clone(),
+            }));
+        }
+    }
     let mut rafts = Vec::new();
     for link in links {
         let group = link.group();

@@ -236,6 +236,38 @@ impl Http {
         body: Vec<u8>,
         token: Option<&str>,
         timeout: std::time::Duration,
+        each: impl FnMut(Bytes) -> Result<(), String>,
+    ) -> Result<(), String> {
+        self.exchange(addr, path, (body, token), timeout, MAX_ANSWER, each)
+            .await
+    }
+
+    /// [`Http::post`] for an answer of up to `limit` bytes (a segment
+    /// file).
+    pub(crate) async fn post_limited(
+        &self,
+        addr: &str,
+        path: &str,
+        (body, token): (Vec<u8>, Option<&str>),
+        timeout: std::time::Duration,
+        limit: usize,
+    ) -> Result<Bytes, String> {
+        let mut answer = bytes::BytesMut::new();
+        self.exchange(addr, path, (body, token), timeout, limit, |piece| {
+            answer.extend_from_slice(&piece);
+            Ok(())
+        })
+        .await?;
+        Ok(answer.freeze())
+    }
+
+    async fn exchange(
+        &self,
+        addr: &str,
+        path: &str,
+        (body, token): (Vec<u8>, Option<&str>),
+        timeout: std::time::Duration,
+        limit: usize,
         mut each: impl FnMut(Bytes) -> Result<(), String>,
     ) -> Result<(), String> {
         let host = host_port(addr);
@@ -256,7 +288,7 @@ impl Http {
                     },
                 )?;
             let status = response.status();
-            let mut answer = Limited::new(response.into_body(), MAX_ANSWER);
+            let mut answer = Limited::new(response.into_body(), limit);
             if status != StatusCode::OK {
                 let text = answer
                     .collect()
@@ -322,6 +354,54 @@ impl PeerClient {
     /// The node's Raft traffic so far.
     pub(crate) fn stats(&self) -> NetworkStats {
         self.counters.snapshot()
+    }
+}
+
+/// The path a node serves its segment files to its peers on (POST, the
+/// object's name as the body).
+pub const SEGMENT_PATH: &str = "/__strand/raft/segment";
+
+/// How long one segment file fetch may take.
+const SEGMENT_FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How a cluster node fetches a segment file it lacks: from each other
+/// member in turn (`POST` [`SEGMENT_PATH`] with the cluster token).
+#[derive(Debug)]
+pub(crate) struct PeerSegments {
+    pub(crate) node_id: NodeId,
+    pub(crate) links: Arc<ClusterLinks>,
+    pub(crate) client: PeerClient,
+}
+
+impl strand_engine::SegmentPeers for PeerSegments {
+    fn fetch(&self, name: &str, limit: u64) -> strand_engine::LogFuture<Result<Bytes, String>> {
+        let name = name.to_owned();
+        let links = Arc::clone(&self.links);
+        let http = self.client.http.clone();
+        let me = self.node_id;
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        Box::pin(async move {
+            let mut errors = Vec::new();
+            for (id, addr) in links.addrs.iter().filter(|(id, _)| **id != me) {
+                match http
+                    .post_limited(
+                        addr,
+                        SEGMENT_PATH,
+                        (name.clone().into_bytes(), links.token.as_deref()),
+                        SEGMENT_FETCH_TIMEOUT,
+                        limit,
+                    )
+                    .await
+                {
+                    Ok(file) => return Ok(file),
+                    Err(e) => errors.push(format!("node {id}: {e}")),
+                }
+            }
+            if errors.is_empty() {
+                errors.push("no other node".to_owned());
+            }
+            Err(errors.join("; "))
+        })
     }
 }
 

@@ -177,9 +177,10 @@ pub struct Config {
     /// The node's hot-memory limit in bytes: above half of it the flush
     /// workers flush whatever the planner offers; a write that would pass
     /// it gets 503 with `Retry-After: 1`. Needs a tier below the hot
-    /// buffers. Default on a durable node with one: 64 MiB (a durable
-    /// single node keeps its older bytes in the data directory's
-    /// `segments/`).
+    /// buffers. Default on a durable node: 64 MiB (a durable node keeps
+    /// its older bytes in the data directory's `segments/`, each node of
+    /// a cluster its own copy, unless `--cold-dir` or `--cold-url` says
+    /// otherwise).
     #[arg(long)]
     pub max_hot_bytes: Option<u64>,
     /// Each group's hot-memory limit in bytes: above half of it the
@@ -217,6 +218,12 @@ pub struct Config {
     /// an orphan yet.
     #[arg(long, default_value_t = 3_600_000)]
     pub cold_orphan_grace_ms: u64,
+    /// How often each group of a cluster node checks that its own
+    /// `segments/` holds every object its state names, fetching what it
+    /// lacks from a peer, in milliseconds (it also checks after each
+    /// snapshot install).
+    #[arg(long, default_value_t = 60_000)]
+    pub cold_repair_interval_ms: u64,
     /// Keep every group durable in this directory (created if missing): a
     /// Raft group per group (openraft), its log and snapshots on disk,
     /// recovered at start. Default: `./strand-data`, unless `--memory`.
@@ -443,6 +450,7 @@ impl Config {
             gc_interval: Duration::from_millis(self.cold_gc_interval_ms.max(1)),
             sweep_interval: Duration::from_millis(self.cold_sweep_interval_ms.max(1)),
             orphan_grace: Duration::from_millis(self.cold_orphan_grace_ms),
+            repair_interval: Duration::from_millis(self.cold_repair_interval_ms.max(1)),
             max_hot_bytes: self.effective_max_hot_bytes(),
             max_group_hot_bytes: self.max_group_hot_bytes,
             ..strand_cold::ColdConfig::default()
@@ -454,20 +462,19 @@ impl Config {
     /// hot buffers.
     pub fn effective_max_hot_bytes(&self) -> Option<u64> {
         self.max_hot_bytes.or_else(|| {
-            (self.effective_data_dir().is_some()
-                && (self.cold_dir.is_some() || self.cold_url.is_some() || self.peers.is_empty()))
-            .then_some(DEFAULT_MAX_HOT_BYTES)
+            self.effective_data_dir()
+                .is_some()
+                .then_some(DEFAULT_MAX_HOT_BYTES)
         })
     }
 
     /// The cold tier the configuration asks for: `--cold-dir` or
-    /// `--cold-url`; else, on a durable single node, the local segment
-    /// store in the data directory's `segments/`; else `None` (in memory,
-    /// or a cluster node without `--cold-url`, whose bytes stay in memory).
+    /// `--cold-url`; else, on a durable node, the local segment store in
+    /// the data directory's `segments/` (in a cluster, each node's own
+    /// copy: [`strand_cold::ReplicaSegments`]); else `None` (in memory).
     pub fn cold_tier(&self) -> Result<Option<strand_cold::ColdTier>, String> {
         if self.cold_dir.is_none()
             && self.cold_url.is_none()
-            && self.peers.is_empty()
             && let Some(dir) = self.effective_data_dir()
         {
             let dir = dir.join(SEGMENTS_DIR);
@@ -480,6 +487,10 @@ impl Config {
                 cache_bytes: 0,
                 ..self.cold_config()
             };
+            if !self.peers.is_empty() {
+                let replica = strand_cold::ReplicaSegments::new(segments);
+                return Ok(Some(strand_cold::ColdTier::replicated(replica, config)));
+            }
             return Ok(Some(strand_cold::ColdTier::local(segments, config)));
         }
         let backend: strand_cold::SharedBackend = match (&self.cold_dir, &self.cold_url) {

@@ -124,6 +124,20 @@ pub fn engine_config(config: &Config) -> EngineConfig {
 /// A durable node that cannot start (a damaged log names its file and
 /// offset).
 pub async fn start_engine(config: &Config) -> Result<Engine, String> {
+    start_engine_with(config, None).await
+}
+
+/// [`start_engine`] for the cold tier `cold` will serve beside it: a
+/// cluster node's own copy of its flushed bytes
+/// ([`strand_cold::ColdTier::replica`]) must meet the engine before the
+/// logs replay.
+///
+/// # Errors
+/// As [`start_engine`].
+pub async fn start_engine_with(
+    config: &Config,
+    cold: Option<&strand_cold::ColdTier>,
+) -> Result<Engine, String> {
     let engine_config = engine_config(config);
     match &config.effective_data_dir() {
         None if !config.peers.is_empty() => {
@@ -147,6 +161,9 @@ pub async fn start_engine(config: &Config) -> Result<Engine, String> {
                 return Err("a --peer node id is given twice".to_owned());
             }
             options.cluster_token = config.cluster_token()?;
+            options.segment_replica = cold
+                .and_then(strand_cold::ColdTier::replica)
+                .map(|r| Arc::new(r.clone()) as Arc<dyn strand_engine::SegmentReplica>);
             if options.peers.len() > 1
                 && options.cluster_token.is_none()
                 && (config.auth_secret_file.is_some() || config.auth_jwks_file.is_some())
@@ -219,8 +236,11 @@ pub async fn serve(
     listeners: impl Into<Listeners>,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let engine = start_engine(&config).await.map_err(std::io::Error::other)?;
-    serve_with_engine(config, listeners, engine, signal).await
+    let cold = config.cold_tier().map_err(std::io::Error::other)?;
+    let engine = start_engine_with(&config, cold.as_ref())
+        .await
+        .map_err(std::io::Error::other)?;
+    serve_with_cold(config, listeners, engine, cold, signal).await
 }
 
 /// [`serve`] with an engine the caller built (tests inject a clock); the

@@ -115,7 +115,7 @@ async fn run(config: Config) -> ExitCode {
         );
     }
     // A durable node recovers its groups before it says it is ready.
-    let engine = match strand_server::start_engine(&config).await {
+    let engine = match strand_server::start_engine_with(&config, cold.as_ref()).await {
         Ok(engine) => engine,
         Err(e) => {
             eprintln!("strand-server: {e}");

@@ -10,6 +10,7 @@ mod bad_input;
 mod binary;
 mod bucketed;
 mod cluster;
+mod cluster_segments;
 mod cold;
 mod cold_durable;
 mod cold_s3;

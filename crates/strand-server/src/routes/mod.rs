@@ -193,6 +193,38 @@ async fn raft_batch(state: &AppState, request: Request) -> Response {
     }
 }
 
+/// `POST /__strand/raft/segment`: the whole segment file (object bytes
+/// and trailer, checked) of the object named by the body, for a peer
+/// that lacks it (`strand_cold::ReplicaSegments`); 404 when this node
+/// keeps no copy of its own or does not hold the object, 400 for a name
+/// the store cannot hold, 503 for a file that cannot be read or is
+/// damaged.
+async fn raft_segment(state: &AppState, request: Request) -> Response {
+    let Some(replica) = state.cold.as_ref().and_then(strand_cold::ColdTier::replica) else {
+        return (StatusCode::NOT_FOUND, "this node keeps no segment files\n").into_response();
+    };
+    let body = match axum::body::to_bytes(request.into_body(), 4096).await {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    };
+    let Ok(name) = std::str::from_utf8(&body) else {
+        return (StatusCode::BAD_REQUEST, "the object name is not UTF-8\n").into_response();
+    };
+    match replica.segment_file(name).await {
+        Ok(Some(file)) => (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+            file,
+        )
+            .into_response(),
+        Ok(None) => (StatusCode::NOT_FOUND, "no such object here\n").into_response(),
+        Err(e @ strand_cold::ColdError::InvalidName(_)) => {
+            (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
+        }
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
 /// Answers one request: what [`router`]'s only handler does, and what the
 /// server's connections call directly (no router in between: the routes
 /// are matched here, so axum's path router, URL-parameter extraction and
@@ -215,6 +247,7 @@ pub async fn serve(state: AppState, request: Request) -> Response {
     {
         match raft_allowed(&state, request.headers()) {
             Ok(()) if rest == "batch" => raft_batch(&state, request).await,
+            Ok(()) if rest == "segment" => raft_segment(&state, request).await,
             Ok(()) => raft_message(&state, rest, request).await,
             Err(refused) => refused.into_response(),
         }

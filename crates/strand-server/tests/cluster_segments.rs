@@ -1,0 +1,368 @@
+//! A 3-node cluster without object storage keeps flushed bytes on disk:
+//! every node writes its own copy of each flushed object into its
+//! `segments/` from its own hot bytes, a node rebuilt from an empty
+//! directory fetches what its snapshot names from the others (and then
+//! serves it alone), and the GC deletes the objects on every node.
+#![allow(clippy::unwrap_used)]
+
+use crate::process;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use process::{Server, free_port, request, start_args};
+
+fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
+    let mut args = process::cluster_node_args(dir, id, ports);
+    args.extend(
+        [
+            // Flush soon and in small pieces; repair and collect at once.
+            "--cold-flush-bytes",
+            "65536",
+            "--cold-piece-bytes",
+            "1",
+            "--cold-flush-interval-ms",
+            "20",
+            "--cold-gc-interval-ms",
+            "50",
+            "--cold-repair-interval-ms",
+            "200",
+            // A log purged behind frequent snapshots: a rebuilt node gets
+            // a snapshot, not the entries that held the bytes.
+            "--snapshot-every",
+            "20",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ]
+        .map(str::to_owned),
+    );
+    args
+}
+
+/// Every node up and agreeing on group 0's leader.
+async fn agreed_leader(addrs: &[SocketAddr]) -> u64 {
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        let mut leaders = Vec::new();
+        for addr in addrs {
+            match request(*addr, "GET", "/__strand/health", &[], b"").await {
+                Ok(r) if r.status == 200 => {
+                    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                    leaders.push(v["groups"][0]["leader"].as_u64());
+                }
+                _ => leaders.push(None),
+            }
+        }
+        if let Some(Some(first)) = leaders.first()
+            && leaders.iter().all(|l| *l == Some(*first))
+        {
+            return *first;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the cluster elects no leader");
+}
+
+async fn cold_report(addr: SocketAddr) -> serde_json::Value {
+    let r = request(process::admin_addr(addr), "GET", "/__strand/cold", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+/// The segment files under a node's `segments/` (no temporary ones).
+fn segment_files(dir: &Path, id: u64) -> BTreeSet<String> {
+    let root = dir.join(format!("node-{id}")).join("segments");
+    let mut out = BTreeSet::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if !p.to_string_lossy().ends_with(".tmp") {
+                out.insert(p.strip_prefix(&root).unwrap().display().to_string());
+            }
+        }
+    }
+    out
+}
+
+fn body(i: usize) -> Vec<u8> {
+    (0..4096).map(|j| ((i * 31 + j * 7) % 251) as u8).collect()
+}
+
+/// Appends `count` distinct 4 KiB bodies to `/v1/stream/{name}` through
+/// `addr`; answers the stream's bytes.
+async fn fill(addr: SocketAddr, name: &str, count: usize) -> Vec<u8> {
+    let path = format!("/v1/stream/{name}");
+    let r = request(
+        addr,
+        "PUT",
+        &path,
+        &[("Content-Type", "application/octet-stream".to_owned())],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let mut all = Vec::new();
+    for i in 0..count {
+        let b = body(i);
+        let r = request(
+            addr,
+            "POST",
+            &path,
+            &[("Content-Type", "application/octet-stream".to_owned())],
+            &b,
+        )
+        .await
+        .unwrap();
+        assert!(
+            r.status == 204 || r.status == 200,
+            "append {i}: {}",
+            r.status
+        );
+        all.extend_from_slice(&b);
+    }
+    all
+}
+
+/// The whole stream as the node at `addr` serves it (page after page).
+async fn read_all(addr: SocketAddr, name: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut offset = "-1".to_owned();
+    for _ in 0..10_000 {
+        let r = request(
+            addr,
+            "GET",
+            &format!("/v1/stream/{name}?offset={offset}"),
+            &[],
+            b"",
+        )
+        .await
+        .ok()?;
+        if r.status != 200 {
+            return None;
+        }
+        out.extend_from_slice(&r.body);
+        if r.header("stream-up-to-date").is_some() {
+            return Some(out);
+        }
+        offset = r.header("stream-next-offset")?.to_owned();
+    }
+    None
+}
+
+/// Waits until `check` holds, polling every 50 ms for up to 60 s.
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_keeps_its_own_copy_and_a_rebuilt_node_fetches_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut nodes: Vec<Option<Server>> = (1..=3)
+        .map(|id| Some(start_args(&node_args(dir, id, &ports))))
+        .collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.as_ref().unwrap().addr).collect();
+    let leader = agreed_leader(&addrs).await;
+    let at = |id: u64| addrs[usize::try_from(id - 1).unwrap()];
+
+    // 256 KiB and more than `--snapshot-every` entries.
+    let expected = fill(at(leader), "s", 64).await;
+
+    // Every node flushes (the leader) or applies the flushes (the others),
+    // writing its own files; each serves the whole stream.
+    for id in 1..=3u64 {
+        until("every node holds flushed objects", || async move {
+            cold_report(at(id)).await["flushed_chunks"].as_u64() > Some(0)
+                || !segment_files(dir, id).is_empty()
+        })
+        .await;
+    }
+    until("the followers wrote their own copies", || async {
+        let mut written = 0;
+        for id in (1..=3u64).filter(|id| *id != leader) {
+            written += cold_report(at(id)).await["replica_written"]
+                .as_u64()
+                .unwrap();
+        }
+        written >= 2
+    })
+    .await;
+    for id in 1..=3u64 {
+        assert_eq!(
+            read_all(at(id), "s").await.as_deref(),
+            Some(expected.as_slice()),
+            "node {id} serves the stream"
+        );
+    }
+    until("every node holds the same objects", || async {
+        let leader_files = segment_files(dir, leader);
+        !leader_files.is_empty() && (1..=3).all(|id| segment_files(dir, id) == leader_files)
+    })
+    .await;
+
+    // A follower loses its whole directory and comes back empty.
+    let lost = (1..=3u64).find(|id| *id != leader).unwrap();
+    nodes[usize::try_from(lost - 1).unwrap()]
+        .take()
+        .unwrap()
+        .kill9();
+    std::fs::remove_dir_all(dir.join(format!("node-{lost}"))).unwrap();
+    nodes[usize::try_from(lost - 1).unwrap()] = Some(start_args(&node_args(dir, lost, &ports)));
+    until("the rebuilt node serves the stream", || async {
+        read_all(at(lost), "s").await.as_deref() == Some(expected.as_slice())
+    })
+    .await;
+    until("the rebuilt node holds every object", || async {
+        segment_files(dir, lost) == segment_files(dir, leader)
+    })
+    .await;
+    let report = cold_report(at(lost)).await;
+    assert!(
+        report["replica_fetched"].as_u64() > Some(0),
+        "the rebuilt node fetched objects from its peers: {report}"
+    );
+    // The leader took the emptied log in its stride (openraft's
+    // `loosen-follower-log-revert`): every node still takes writes.
+    let mut expected = expected;
+    for (n, id) in (1..=3u64).enumerate() {
+        let b = body(1000 + n);
+        until("a write through every node is acknowledged", || {
+            let b = b.clone();
+            async move {
+                request(
+                    at(id),
+                    "POST",
+                    "/v1/stream/s",
+                    &[("Content-Type", "application/octet-stream".to_owned())],
+                    &b,
+                )
+                .await
+                .is_ok_and(|r| r.status == 204 || r.status == 200)
+            }
+        })
+        .await;
+        expected.extend_from_slice(&b);
+    }
+    until("the rebuilt node has every write", || async {
+        read_all(at(lost), "s").await.as_deref() == Some(expected.as_slice())
+    })
+    .await;
+
+    // Alone, it still serves every byte: they are its own files now.
+    for id in (1..=3u64).filter(|id| *id != lost) {
+        nodes[usize::try_from(id - 1).unwrap()]
+            .take()
+            .unwrap()
+            .kill9();
+    }
+    assert_eq!(
+        read_all(at(lost), "s").await.as_deref(),
+        Some(expected.as_slice()),
+        "the rebuilt node alone serves the stream from its own files"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_streams_objects_leave_every_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let _nodes: Vec<Server> = (1..=3)
+        .map(|id| start_args(&node_args(dir, id, &ports)))
+        .collect();
+    let addrs: Vec<SocketAddr> = _nodes.iter().map(|n| n.addr).collect();
+    let leader = agreed_leader(&addrs).await;
+    let at = |id: u64| addrs[usize::try_from(id - 1).unwrap()];
+    fill(at(leader), "gone", 64).await;
+    until("every node holds the same objects", || async {
+        let leader_files = segment_files(dir, leader);
+        !leader_files.is_empty() && (1..=3).all(|id| segment_files(dir, id) == leader_files)
+    })
+    .await;
+    let r = request(at(leader), "DELETE", "/v1/stream/gone", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 204);
+    until("no node holds the deleted stream's objects", || async {
+        (1..=3).all(|id| segment_files(dir, id).is_empty())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_or_truncated_copy_is_replaced_from_a_peer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut nodes: Vec<Option<Server>> = (1..=3)
+        .map(|id| Some(start_args(&node_args(dir, id, &ports))))
+        .collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.as_ref().unwrap().addr).collect();
+    let leader = agreed_leader(&addrs).await;
+    let at = |id: u64| addrs[usize::try_from(id - 1).unwrap()];
+    let expected = fill(at(leader), "s", 64).await;
+    until("every node holds the same objects, two or more", || async {
+        let leader_files = segment_files(dir, leader);
+        leader_files.len() >= 2 && (1..=3).all(|id| segment_files(dir, id) == leader_files)
+    })
+    .await;
+
+    // One file flipped, one cut short, while the follower is down.
+    let hurt = (1..=3u64).find(|id| *id != leader).unwrap();
+    nodes[usize::try_from(hurt - 1).unwrap()]
+        .take()
+        .unwrap()
+        .kill9();
+    let root = dir.join(format!("node-{hurt}")).join("segments");
+    let files: Vec<String> = segment_files(dir, hurt).into_iter().collect();
+    let flipped = root.join(&files[0]);
+    let mut bytes = std::fs::read(&flipped).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&flipped, bytes).unwrap();
+    let cut = root.join(&files[1]);
+    let len = std::fs::metadata(&cut).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&cut)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+
+    nodes[usize::try_from(hurt - 1).unwrap()] = Some(start_args(&node_args(dir, hurt, &ports)));
+    until("the follower serves every byte again", || async {
+        read_all(at(hurt), "s").await.as_deref() == Some(expected.as_slice())
+    })
+    .await;
+    until("both files were replaced", || async {
+        cold_report(at(hurt)).await["replica_fetched"].as_u64() >= Some(2)
+    })
+    .await;
+    assert_eq!(
+        std::fs::metadata(&cut).unwrap().len(),
+        len,
+        "the cut file has its length again"
+    );
+}
