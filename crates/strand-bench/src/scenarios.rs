@@ -919,11 +919,15 @@ async fn resident(
         conns.push(Conn::open(addr).await?);
     }
     let settle = Duration::from_millis(a.settle_ms);
+    // The sum over the processes, and each one (a cluster's nodes).
     let sample = || async {
         tokio::time::sleep(settle).await;
-        Resident::of(pids).ok_or_else(|| "cannot read the server's memory".to_owned())
+        let each: Option<Vec<Resident>> = pids.iter().map(|p| Resident::of(&[*p])).collect();
+        Resident::of(pids)
+            .zip(each)
+            .ok_or_else(|| "cannot read the server's memory".to_owned())
     };
-    let start = sample().await?;
+    let (start, start_each) = sample().await?;
     let started = Instant::now();
     let shared = Arc::new(Appending {
         paths,
@@ -962,14 +966,14 @@ async fn resident(
     };
     let conns = append_phase(conns, &shared, 0, checkpoint).await?;
     let at_checkpoint = shared.tally.appends.load(Ordering::Relaxed);
-    let mid = sample().await?;
+    let (mid, mid_each) = sample().await?;
     measuring.store(true, Ordering::Relaxed);
     let mid_elapsed = started.elapsed();
     let conns = append_phase(conns, &shared, checkpoint, total).await?;
     let elapsed = started.elapsed().saturating_sub(settle);
     watcher.abort();
     drop(conns);
-    let end = sample().await?;
+    let (end, end_each) = sample().await?;
     let t = &shared.tally;
     let appends = t.appends.load(Ordering::Relaxed);
     let errors = t.errors.load(Ordering::Relaxed);
@@ -1005,6 +1009,23 @@ async fn resident(
             json!(slope(&points).map(significant)),
         );
         map.insert("fitted_samples".into(), json!(points.len()));
+        if pids.len() > 1 {
+            // Each process on its own: a cluster's every node.
+            let each: Vec<Value> = start_each
+                .into_iter()
+                .zip(mid_each)
+                .zip(end_each)
+                .zip(pids)
+                .map(|(((s, m), e), pid)| {
+                    let mut v = resident_figures([s, m, e], at_checkpoint, appends, body_bytes);
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("pid".into(), json!(pid));
+                    }
+                    v
+                })
+                .collect();
+            map.insert("per_process".into(), json!(each));
+        }
     }
     Ok(result)
 }
