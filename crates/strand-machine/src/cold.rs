@@ -51,9 +51,16 @@ impl ColdState {
         self.lists.as_ref().map_or(&[], |l| l.external.as_slice())
     }
 
-    /// Stores a shared chunk.
+    /// Stores a shared chunk. The list grows by an eighth when full, not
+    /// by doubling: a stream's chunk references are most of what a
+    /// flushed stream keeps in memory, and doubling left up to half of
+    /// each list's capacity unused.
     pub(crate) fn push_chunk(&mut self, chunk: ColdChunkRef) {
-        self.lists.get_or_insert_default().chunks.push(chunk);
+        let chunks = &mut self.lists.get_or_insert_default().chunks;
+        if chunks.len() == chunks.capacity() {
+            chunks.reserve_exact((chunks.len() / 8).max(4));
+        }
+        chunks.push(chunk);
     }
 
     /// Stores an external segment (corrected profile).

@@ -230,6 +230,12 @@ impl HotBuffer {
             first.start = end;
             removed = removed.saturating_add(to_u64(cut));
         }
+        if self.chunks.is_empty() {
+            // A flushed stream keeps no list of the size it once needed:
+            // with many streams those lists were most of the memory the
+            // hot bytes' bookkeeping held.
+            self.chunks = VecDeque::new();
+        }
         removed
     }
 
