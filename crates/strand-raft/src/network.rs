@@ -214,13 +214,8 @@ impl Http {
         token: Option<&str>,
         timeout: std::time::Duration,
     ) -> Result<Bytes, String> {
-        let mut answer = bytes::BytesMut::new();
-        self.post_streaming(addr, path, body, token, timeout, |piece| {
-            answer.extend_from_slice(&piece);
-            Ok(())
-        })
-        .await?;
-        Ok(answer.freeze())
+        self.post_limited(addr, path, (body, token), timeout, MAX_ANSWER)
+            .await
     }
 }
 

@@ -176,16 +176,32 @@ where
     panic!("timed out waiting until {what}");
 }
 
+/// Three nodes with their data directories under `dir`, their
+/// addresses, and the leader they agree on.
+async fn cluster(dir: &Path, ports: &[u16]) -> (Vec<Option<Server>>, Vec<SocketAddr>, u64) {
+    let nodes: Vec<Option<Server>> = (1..=3)
+        .map(|id| Some(start_args(&node_args(dir, id, ports))))
+        .collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.as_ref().unwrap().addr).collect();
+    let leader = agreed_leader(&addrs).await;
+    (nodes, addrs, leader)
+}
+
+/// Waits until every node holds the leader's objects, at least `min`.
+async fn same_objects_everywhere(dir: &Path, leader: u64, min: usize) {
+    until("every node holds the same objects", || async {
+        let leader_files = segment_files(dir, leader);
+        leader_files.len() >= min && (1..=3).all(|id| segment_files(dir, id) == leader_files)
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_node_keeps_its_own_copy_and_a_rebuilt_node_fetches_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let mut nodes: Vec<Option<Server>> = (1..=3)
-        .map(|id| Some(start_args(&node_args(dir, id, &ports))))
-        .collect();
-    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.as_ref().unwrap().addr).collect();
-    let leader = agreed_leader(&addrs).await;
+    let (mut nodes, addrs, leader) = cluster(dir, &ports).await;
     let at = |id: u64| addrs[usize::try_from(id - 1).unwrap()];
 
     // 256 KiB and more than `--snapshot-every` entries.
@@ -217,11 +233,7 @@ async fn every_node_keeps_its_own_copy_and_a_rebuilt_node_fetches_it() {
             "node {id} serves the stream"
         );
     }
-    until("every node holds the same objects", || async {
-        let leader_files = segment_files(dir, leader);
-        !leader_files.is_empty() && (1..=3).all(|id| segment_files(dir, id) == leader_files)
-    })
-    .await;
+    same_objects_everywhere(dir, leader, 1).await;
 
     // A follower loses its whole directory and comes back empty.
     let lost = (1..=3u64).find(|id| *id != leader).unwrap();
@@ -290,18 +302,10 @@ async fn a_deleted_streams_objects_leave_every_node() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let _nodes: Vec<Server> = (1..=3)
-        .map(|id| start_args(&node_args(dir, id, &ports)))
-        .collect();
-    let addrs: Vec<SocketAddr> = _nodes.iter().map(|n| n.addr).collect();
-    let leader = agreed_leader(&addrs).await;
+    let (_nodes, addrs, leader) = cluster(dir, &ports).await;
     let at = |id: u64| addrs[usize::try_from(id - 1).unwrap()];
     fill(at(leader), "gone", 64).await;
-    until("every node holds the same objects", || async {
-        let leader_files = segment_files(dir, leader);
-        !leader_files.is_empty() && (1..=3).all(|id| segment_files(dir, id) == leader_files)
-    })
-    .await;
+    same_objects_everywhere(dir, leader, 1).await;
     let r = request(at(leader), "DELETE", "/v1/stream/gone", &[], b"")
         .await
         .unwrap();
@@ -317,18 +321,10 @@ async fn a_damaged_or_truncated_copy_is_replaced_from_a_peer() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let mut nodes: Vec<Option<Server>> = (1..=3)
-        .map(|id| Some(start_args(&node_args(dir, id, &ports))))
-        .collect();
-    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.as_ref().unwrap().addr).collect();
-    let leader = agreed_leader(&addrs).await;
+    let (mut nodes, addrs, leader) = cluster(dir, &ports).await;
     let at = |id: u64| addrs[usize::try_from(id - 1).unwrap()];
     let expected = fill(at(leader), "s", 64).await;
-    until("every node holds the same objects, two or more", || async {
-        let leader_files = segment_files(dir, leader);
-        leader_files.len() >= 2 && (1..=3).all(|id| segment_files(dir, id) == leader_files)
-    })
-    .await;
+    same_objects_everywhere(dir, leader, 2).await;
 
     // One file flipped, one cut short, while the follower is down.
     let hurt = (1..=3u64).find(|id| *id != leader).unwrap();
