@@ -5,13 +5,17 @@
 //! snapshot). It must not know about transports, files or clocks: time only
 //! arrives inside commands, and no output depends on hash-map order.
 //!
-//! Modules by concern: `dispatch` (apply and the TTL sweep hook),
-//! `buckets`, `create`, `stream_ops` and `removal` (lifecycle), `append`,
-//! `batch` and `transaction` (writes and producers), `flush` (cold tier
-//! and planning), `retention` (visible snapshots and retention), `queries`
-//! and `read` (queries), `persist` (snapshot, restore, import), and the
-//! state types `registry`, `slot`, `hot`, `cold`, `gc`, `ttl`,
-//! `producers`.
+//! Modules by concern: `command` and `response` (the replicated command
+//! and its answers), `machine` (the state every handler works on),
+//! `dispatch` (apply and the TTL sweep hook), `scope` (shared checks that
+//! map to error responses), `buckets`, `create`, `stream_ops` and
+//! `removal` (lifecycle), `fork` (forks: pins, creation, unpins),
+//! `append`, `ends`, `batch` and `transaction` (writes, record ends and
+//! producers), `flush` (cold tier and planning), `retention` (visible
+//! snapshots and retention), `queries` and `read` (queries), `persist`
+//! (snapshot, restore, import) and `codec` (a machine to and from either
+//! snapshot format), and the state types `registry`, `slot`, `hot`,
+//! `cold`, `gc`, `ttl`, `producers`.
 
 #![deny(missing_docs)]
 

@@ -1,11 +1,16 @@
 //! strand-server: the Durable Streams HTTP protocol on strand's state
 //! machines.
 //!
-//! It owns HTTP: request parsing and validation (`headers`, `query`,
-//! `offsets`, `body`), the JSON mode's wire form (`json_mode`), SSE framing
-//! (`sse`), live reads (`live`), CORS and security headers (`cors`), the
-//! status mapping (`errors`) and the routes (`routes`: the Durable Streams
-//! mount, the bucketed layout, the admin plane). State, concurrency and
+//! It owns HTTP: the configuration from the command line (`config`),
+//! connections below HTTP with their timeouts (`conn`) and TLS (`tls`),
+//! request parsing and validation (`headers`, `query`, `offsets`, `body`),
+//! the JSON mode's wire form (`json_mode`), SSE framing (`sse`), live
+//! reads (`live`), instants in headers and the long-poll cursor (`time`),
+//! CORS and security headers (`cors`), tokens and rights (`auth`),
+//! per-token rate and reader limits (`limits`), the status mapping
+//! (`errors`), what every handler shares (`state`) and the routes
+//! (`routes`: the Durable Streams mount, the bucketed layout, the admin
+//! plane, the Raft transport). State, concurrency and
 //! wake-ups belong to `strand-engine`, object storage and the flush and GC
 //! workers to `strand-cold`; this crate never touches a machine directly.
 
