@@ -485,6 +485,8 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[0] ^= 0xff;
         std::fs::write(&path, bytes).unwrap();
+        // The next process finds it damaged on its first read.
+        let replica = ReplicaSegments::new(LocalSegments::open(dir.path()).unwrap());
         replica.connect(Arc::new(Peers(Mutex::new(Ok(good)))));
         assert_eq!(&replica.get_range(name, 0..3).await.unwrap()[..], b"012");
         assert_eq!(replica.stats().fetched.load(Ordering::Relaxed), 1);
