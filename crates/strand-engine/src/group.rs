@@ -284,10 +284,13 @@ impl GroupCore {
     /// the bytes an accepted `FlushCold` takes out of the hot buffer and
     /// what an `AckColdGc` reclaims.
     fn commit_kept(&mut self, command: StreamCommand) -> StreamResponse {
-        let Some(replica) = self.replica.get().cloned() else {
-            return self.commit(command);
+        // Appends and the rest pass straight through: no capture, no
+        // handle clone.
+        let capture = match self.replica.get() {
+            Some(_) => Capture::before(&self.machine, &command),
+            None => None,
         };
-        let Some(capture) = Capture::before(&self.machine, &command) else {
+        let Some(capture) = capture else {
             return self.commit(command);
         };
         let response = self.commit(command);
@@ -295,7 +298,9 @@ impl GroupCore {
             response,
             StreamResponse::ColdFlushed { .. } | StreamResponse::ColdGcAcked { .. }
         );
-        capture.after(replica.as_ref(), self.group, accepted);
+        if let Some(replica) = self.replica.get() {
+            capture.after(replica.as_ref(), self.group, accepted);
+        }
         response
     }
 
