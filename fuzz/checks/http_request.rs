@@ -260,6 +260,7 @@ fn check_offset(text: &str) {
                 assert_eq!(rendered, text, "a 33-character offset is canonical");
             }
         }
+        Ok(ReadFrom::Within(_)) => panic!("{text:?}: parsing never answers Within"),
         Err(OffsetError::TooLarge) => {
             let (hi, lo) = text.split_once('_').unwrap_or_default();
             assert!(

@@ -111,6 +111,7 @@ fn plan_read(
         ReadFrom::Start => m.read_start_offset(id),
         ReadFrom::Tail => m.head(id).map_or(0, |h| h.tail_offset),
         ReadFrom::Offset(o) => o,
+        ReadFrom::Within(o) => m.whole_message_start(id, o, max_len),
     };
     let hot = |offset: u64, len: usize| match now_ms {
         Some(now_ms) => m.read_hot_at(id, offset, len, now_ms),
@@ -120,8 +121,16 @@ fn plan_read(
     let cold_len = usize::try_from(hot_start.saturating_sub(offset))
         .unwrap_or(usize::MAX)
         .min(max_len);
+    // Pages end on message boundaries where the machine knows them, so
+    // every offset handed out is one a client may resume from.
+    let whole = |mut read: HotRead| {
+        if now_ms.is_some() {
+            m.end_on_message(id, &mut read);
+        }
+        read
+    };
     if cold_len == 0 {
-        return hot(offset, max_len).map(Planned::Hot);
+        return hot(offset, max_len).map(|read| Planned::Hot(whole(read)));
     }
     let plan = match now_ms {
         Some(now_ms) => m.read_plan_at(id, offset, cold_len, now_ms)?,
@@ -130,7 +139,7 @@ fn plan_read(
     let used = usize::try_from(plan.next_offset.saturating_sub(offset)).unwrap_or(usize::MAX);
     let rest = max_len.saturating_sub(used);
     let hot = if rest > 0 && plan.next_offset == hot_start && !plan.up_to_date {
-        hot(hot_start, rest).ok()
+        hot(hot_start, rest).ok().map(whole)
     } else {
         None
     };

@@ -682,6 +682,7 @@ fn read(
         ReadFrom::Start => machine.read_start_offset(id),
         ReadFrom::Tail => machine.head(id).map_or(0, |m| m.tail_offset),
         ReadFrom::Offset(offset) => offset,
+        ReadFrom::Within(offset) => machine.whole_message_start(id, offset, max_len),
     };
     if let Some((source, cap)) = machine.fork_origin(id)
         && offset < cap
@@ -702,7 +703,11 @@ fn read(
             content_type: content_type(machine, id),
         };
     }
-    cold_or_data(offset, machine.read_hot_at(id, offset, max_len, now_ms))
+    let mut outcome = machine.read_hot_at(id, offset, max_len, now_ms);
+    if let Ok(read) = outcome.as_mut() {
+        machine.end_on_message(id, read);
+    }
+    cold_or_data(offset, outcome)
 }
 
 /// A fork's read through this stream: no expiry, no renewal.
@@ -714,6 +719,7 @@ fn read_through(
 ) -> ReadReply {
     let offset = match from {
         ReadFrom::Offset(offset) => offset,
+        ReadFrom::Within(offset) => machine.whole_message_start(id, offset, max_len),
         ReadFrom::Start => machine.read_start_offset(id),
         ReadFrom::Tail => machine.head(id).map_or(0, |m| m.tail_offset),
     };

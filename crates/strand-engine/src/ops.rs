@@ -11,6 +11,10 @@ pub enum ReadFrom {
     Tail,
     /// A byte offset.
     Offset(u64),
+    /// An offset a client may have computed (the Durable Streams mount):
+    /// the read starts at the start of the message holding it, at the tail
+    /// when it is beyond (`StreamStateMachine::whole_message_start`).
+    Within(u64),
 }
 
 /// A write to a stream: an append, an append-and-close, or a close.

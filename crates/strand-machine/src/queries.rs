@@ -45,6 +45,61 @@ impl StreamStateMachine {
             .map_or(0, |s| s.hot().public_start(s.metadata.tail_offset))
     }
 
+    /// The `[start, end)` of the message holding `offset`, where the
+    /// machine knows it: in a JSON stream the record holding it (the record
+    /// index spans every retained record); in other streams the message
+    /// while it is still hot (below the hot start, flushing has merged the
+    /// message records into one). `None` for a missing stream, an offset at
+    /// or beyond the tail, and an offset whose message is not known.
+    pub fn message_bounds(&self, stream_id: &BucketStreamId, offset: u64) -> Option<(u64, u64)> {
+        let slot = self.registry.get(stream_id)?;
+        let tail = slot.metadata.tail_offset;
+        if offset >= tail {
+            return None;
+        }
+        if let Some(index) = slot.record_index.as_deref() {
+            let starts = index.record_offsets();
+            let after = starts.partition_point(|&start| start <= offset);
+            let start = *starts.get(after.checked_sub(1)?)?;
+            let end = starts.get(after).copied().unwrap_or(tail);
+            return Some((start, end));
+        }
+        if offset < slot.hot().public_start(tail) {
+            return None;
+        }
+        let records = slot.message_records();
+        let after = records.partition_point(|r| r.start_offset <= offset);
+        let record = records.get(after.checked_sub(1)?)?;
+        (offset < record.end_offset).then_some((record.start_offset, record.end_offset))
+    }
+
+    /// Where a read asked for at `offset` starts when reads begin at whole
+    /// messages (the Durable Streams protocol's reading of an offset a
+    /// client computed, such as one past a snapshot's offset): the tail
+    /// for an offset beyond it, the start of the message holding `offset`
+    /// ([`StreamStateMachine::message_bounds`]) when a page of `max_len`
+    /// bytes holds that whole message, else `offset` itself (a page that
+    /// could not reach past the message would be asked for again and
+    /// again). A missing stream keeps `offset`.
+    pub fn whole_message_start(
+        &self,
+        stream_id: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+    ) -> u64 {
+        let Some(slot) = self.registry.get(stream_id) else {
+            return offset;
+        };
+        let tail = slot.metadata.tail_offset;
+        if offset >= tail {
+            return tail;
+        }
+        match self.message_bounds(stream_id, offset) {
+            Some((start, end)) if end - start <= crate::hot::to_u64(max_len) => start,
+            _ => offset,
+        }
+    }
+
     /// The destructive-retention floor; 0 for a missing stream.
     pub fn retained_offset(&self, stream_id: &BucketStreamId) -> u64 {
         self.registry

@@ -111,6 +111,34 @@ impl HotRead {
 }
 
 impl StreamStateMachine {
+    /// Ends a page that stops inside a message at that message's start,
+    /// where the machine knows it ([`StreamStateMachine::message_bounds`]),
+    /// so the offset it hands out is a message boundary. A page holding
+    /// no whole message, or one that reached the tail, is kept.
+    pub fn end_on_message(&self, stream_id: &BucketStreamId, read: &mut HotRead) {
+        if read.up_to_date {
+            return;
+        }
+        let Some((end, _)) = self.message_bounds(stream_id, read.next_offset) else {
+            return;
+        };
+        if end <= read.offset || end >= read.next_offset {
+            return;
+        }
+        let mut keep = to_usize(end - read.offset);
+        read.slices.retain_mut(|slice| {
+            if keep == 0 {
+                return false;
+            }
+            if slice.len() > keep {
+                slice.truncate(keep);
+            }
+            keep -= slice.len();
+            true
+        });
+        read.next_offset = end;
+    }
+
     /// How far a read of `max_len` bytes may reach: the corrected profile
     /// caps it at [`CORRECTED_MAX_READ_BYTES`] (the caller continues from
     /// the returned `next_offset`).

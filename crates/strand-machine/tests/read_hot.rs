@@ -137,3 +137,80 @@ fn producer_position_is_the_highest_accepted_sequence() {
         None
     );
 }
+
+#[test]
+fn message_start_rounds_down_to_whole_hot_messages() {
+    let (mut m, _) = machine_with(&[b"abcdef", b"ghij", b"k"]);
+    let at = |m: &StreamStateMachine, offset| m.whole_message_start(&id(), offset, 100);
+    assert_eq!(
+        [0, 3, 5, 6, 7, 9, 10, 11, 12, 99].map(|o| at(&m, o)),
+        [0, 0, 0, 6, 6, 6, 10, 11, 11, 11],
+        "inside a message its start; at or beyond the tail the tail"
+    );
+    assert_eq!(
+        m.whole_message_start(&BucketStreamId::new("acme", "none"), 7, 100),
+        7
+    );
+    // A message longer than a page is read from the offset itself.
+    assert_eq!(m.whole_message_start(&id(), 3, 5), 3);
+    assert_eq!(m.whole_message_start(&id(), 3, 6), 0);
+    assert_eq!(m.message_bounds(&id(), 7), Some((6, 10)));
+    assert_eq!(m.message_bounds(&id(), 11), None);
+    // Once [0, 6) is flushed its boundaries are merged away: offsets below
+    // the hot start stay as asked; hot ones still round down.
+    let r = m.apply(StreamCommand::FlushCold {
+        stream_id: id(),
+        chunk: ColdChunkRef {
+            start_offset: 0,
+            end_offset: 6,
+            s3_path: "cold/acme/log/0-6".into(),
+            object_size: 6,
+            ..Default::default()
+        },
+    });
+    assert!(matches!(r, StreamResponse::ColdFlushed { .. }), "{r:?}");
+    assert_eq!([3, 6, 8].map(|o| at(&m, o)), [3, 6, 6]);
+}
+
+#[test]
+fn message_start_of_a_json_stream_uses_its_record_index() {
+    let mut m = StreamStateMachine::new();
+    m.apply(StreamCommand::CreateBucket {
+        bucket_id: "acme".into(),
+    });
+    let r = m.apply(StreamCommand::CreateStream {
+        stream_id: id(),
+        content_type: "application/json".into(),
+        initial_payload: Bytes::from_static(b"{\"a\":1}\n{\"b\":22}\n"),
+        close_after: false,
+        stream_seq: None,
+        producer: None,
+        stream_ttl_seconds: None,
+        stream_expires_at_ms: None,
+        attrs: None,
+        now_ms: 1,
+    });
+    assert!(!r.is_error(), "{r:?}");
+    // One message of two records: [0, 8) and [8, 17).
+    assert_eq!(
+        [0, 1, 7, 8, 9, 16, 17, 30].map(|o| m.whole_message_start(&id(), o, 100)),
+        [0, 0, 0, 8, 8, 8, 17, 17]
+    );
+}
+
+#[test]
+fn pages_end_on_message_boundaries() {
+    let (m, _) = machine_with(&[b"abcdef", b"ghij", b"k"]);
+    let mut page = m.read_hot_at(&id(), 0, 8, 5).unwrap();
+    m.end_on_message(&id(), &mut page);
+    assert_eq!((page.offset, page.next_offset), (0, 6));
+    assert_eq!(page.slices, [Bytes::from_static(b"abcdef")]);
+    // Less than one whole message: kept as it is.
+    let mut short = m.read_hot_at(&id(), 0, 4, 5).unwrap();
+    m.end_on_message(&id(), &mut short);
+    assert_eq!(short.next_offset, 4);
+    // Up to date: kept.
+    let mut rest = m.read_hot_at(&id(), 6, 100, 5).unwrap();
+    m.end_on_message(&id(), &mut rest);
+    assert_eq!((rest.next_offset, rest.len()), (11, 5));
+}

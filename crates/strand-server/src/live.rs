@@ -155,7 +155,7 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
     let Some(offset_text) = query.offset.as_deref() else {
         return Err(ApiError::bad_request("live=long-poll needs an offset"));
     };
-    let mut from = read_from(Some(offset_text))?;
+    let mut from = read_from(Some(offset_text), target.layout)?;
     // `offset=now` names a different position each time: never cached.
     let caching = if from == ReadFrom::Tail {
         "no-store"
@@ -212,7 +212,7 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
         if _permit.is_none() {
             _permit = Some(permit(state, target)?);
         }
-        from = ReadFrom::Offset(page.next_offset);
+        from = continue_at(target, page.next_offset);
         let wait = state
             .engine
             .wait(target.id.clone(), page.next_offset, deadline - now);
@@ -233,6 +233,16 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
                 }
             }
         }
+    }
+}
+
+/// Where a reader continues: on the Durable Streams mount a page ends on
+/// a message boundary (`ReadFrom::Within`), so each offset it hands out is
+/// one a client may resume from.
+fn continue_at(target: &StreamRequest, offset: u64) -> ReadFrom {
+    match target.layout {
+        crate::errors::Layout::DurableStreams => ReadFrom::Within(offset),
+        crate::errors::Layout::Bucketed => ReadFrom::Offset(offset),
     }
 }
 
@@ -267,7 +277,7 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
     let Some(offset_text) = query.offset.as_deref() else {
         return Err(ApiError::bad_request("live=sse needs an offset"));
     };
-    let from = read_from(Some(offset_text))?;
+    let from = read_from(Some(offset_text), target.layout)?;
     // The first read answers 404 and friends before the stream starts.
     let first = read_hot(state, target, from).await?;
     let permit = permit(state, target)?;
@@ -389,7 +399,7 @@ impl SseSession {
                     let outcome = read_outcome(
                         &self.state,
                         &self.target.id,
-                        ReadFrom::Offset(self.offset),
+                        continue_at(&self.target, self.offset),
                         self.state.config.read_page_bytes(),
                     )
                     .await

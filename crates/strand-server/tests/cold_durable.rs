@@ -153,12 +153,20 @@ async fn fill(addr: SocketAddr, s: usize, from: u64, to: u64, piece: u64) {
     }
 }
 
-/// Catch-up reads of stream `s` from `from` (`None`: `-1`) to the tail.
+/// Catch-up reads of stream `s` from `from` (`None`: `-1`, on the
+/// Durable Streams mount) to the tail. Reads from an offset go through the
+/// bucketed layout, which reads exact byte offsets (the mount reads an
+/// offset inside a hot message from the message's start).
 async fn read_from(addr: SocketAddr, s: usize, from: Option<u64>) -> Vec<u8> {
     let mut out = Vec::new();
     let mut offset = from.map_or_else(|| "-1".to_owned(), off);
+    let stream = if from.is_some() {
+        format!("/default/s{s}")
+    } else {
+        format!("/v1/stream/s{s}")
+    };
     for _ in 0..1_000 {
-        let path = format!("/v1/stream/s{s}?offset={offset}");
+        let path = format!("{stream}?offset={offset}");
         let r = send(addr, "GET", &path, &[], b"").await;
         assert_eq!(
             r.status,

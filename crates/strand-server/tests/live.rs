@@ -195,11 +195,12 @@ async fn catch_up_and_long_poll_answers_may_be_cached_and_sse_is_not_buffered() 
         Some("no-store")
     );
     // Long-poll: data, and a timeout, at a concrete offset; `now` is not.
+    // (An offset inside the one message reads it whole.)
     let data = s
         .get(&format!("/v1/stream/c?offset={}&live=long-poll", off(1)))
         .send()
         .await;
-    assert_eq!((data.status, data.text()), (StatusCode::OK, "bc"));
+    assert_eq!((data.status, data.text()), (StatusCode::OK, "abc"));
     assert_eq!(data.h("cache-control"), Some(CACHED));
     let idle = s
         .get(&format!("/v1/stream/c?offset={}&live=long-poll", off(3)))

@@ -351,6 +351,61 @@ async fn json_mode_flattens_and_renders_arrays() {
     s.stop().await;
 }
 
+/// Offsets a client computes (the Yjs server reads from a snapshot's
+/// offset plus one) are read as the protocol's reference server reads
+/// them: from the start of the message holding the offset, from the tail
+/// when it is beyond. The bucketed layout keeps exact byte offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_clients_compute_read_whole_messages() {
+    let s = TestServer::start().await;
+    s.put("/v1/stream/m").text("abcdef").send().await;
+    s.post("/v1/stream/m").text("ghij").send().await;
+    let get = |offset: u64| {
+        s.get(&format!("/v1/stream/m?offset={}", off(offset)))
+            .send()
+    };
+    let inside_first = get(3).await;
+    assert_eq!(inside_first.text(), "abcdefghij");
+    assert_eq!(inside_first.next(), off(10));
+    assert_eq!(get(7).await.text(), "ghij");
+    assert_eq!(get(6).await.text(), "ghij");
+    let beyond = get(11).await;
+    assert_eq!((beyond.status, beyond.text()), (StatusCode::OK, ""));
+    assert_eq!(beyond.h("stream-up-to-date"), Some("true"));
+    assert_eq!(beyond.next(), off(10));
+    // A long-poll one past the tail waits at the tail and gets the next
+    // message whole.
+    let poll = s
+        .get(&format!("/v1/stream/m?offset={}&live=long-poll", off(11)))
+        .send();
+    let append = async {
+        // The poll may start before or after this append; either way it
+        // answers with the message.
+        s.post("/v1/stream/m").text("kl").send().await
+    };
+    let (poll, appended) = tokio::join!(poll, append);
+    assert_eq!(appended.status, StatusCode::NO_CONTENT);
+    assert_eq!((poll.status, poll.text()), (StatusCode::OK, "kl"));
+    assert_eq!(poll.next(), off(12));
+
+    // JSON: from the value holding the offset.
+    s.put("/v1/stream/mj")
+        .header("content-type", "application/json")
+        .body(r#"[{"a":1},{"b":22}]"#)
+        .send()
+        .await;
+    let json = s
+        .get(&format!("/v1/stream/mj?offset={}", off(9)))
+        .send()
+        .await;
+    assert_eq!(json.text(), r#"[{"b":22}]"#);
+
+    // The bucketed layout reads the byte offset as it is.
+    let exact = s.get(&format!("/default/m?offset={}", off(3))).send().await;
+    assert_eq!(exact.text(), "defghijkl");
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_seq_must_increase() {
     let s = TestServer::start().await;

@@ -544,9 +544,13 @@ pub fn etag(offset: u64, next_offset: u64, closed_end: bool) -> String {
     )
 }
 
-/// Resolves a query's offset text.
-pub fn read_from(text: Option<&str>) -> Result<ReadFrom, ApiError> {
-    match text {
+/// Resolves a query's offset text. On the Durable Streams mount an offset
+/// is read as the protocol's reference server reads it: from the start of
+/// the message that holds it, from the tail when it is beyond
+/// (`ReadFrom::Within`), so offsets clients compute (one past a snapshot's
+/// offset) work; the bucketed layout reads exact byte offsets.
+pub fn read_from(text: Option<&str>, layout: Layout) -> Result<ReadFrom, ApiError> {
+    let from = match text {
         None => Ok(ReadFrom::Start),
         Some(t) => offsets::parse(t).map_err(|e| match e {
             offsets::OffsetError::Malformed => {
@@ -556,7 +560,11 @@ pub fn read_from(text: Option<&str>) -> Result<ReadFrom, ApiError> {
                 ApiError::bad_request(format!("offset {t:?} is beyond any stream"))
             }
         }),
-    }
+    }?;
+    Ok(match (from, layout) {
+        (ReadFrom::Offset(offset), Layout::DurableStreams) => ReadFrom::Within(offset),
+        (from, _) => from,
+    })
 }
 
 async fn read(
@@ -575,7 +583,7 @@ async fn read(
             )));
         }
     }
-    let from = read_from(query.offset.as_deref())?;
+    let from = read_from(query.offset.as_deref(), target.layout)?;
     let page = live::read_page(state, target, from).await?;
     let closed_end = page.closed && page.up_to_date;
     let mut out = page.body.into_response_body(StatusCode::OK);
