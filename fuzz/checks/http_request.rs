@@ -326,7 +326,10 @@ fn check_header_text(text: &str) {
     check_offset(text.trim());
     check_cursor(text);
     if let Ok(id) = routes::stream_for_path(text, "default") {
-        assert!(!id.stream_id.is_empty(), "{text:?} names an empty stream");
+        assert!(
+            !id.id.stream_id.is_empty(),
+            "{text:?} names an empty stream"
+        );
     }
 }
 
@@ -566,7 +569,8 @@ fn names_sentinel(request: &Parsed) -> bool {
         || request.headers.values().any(|v| {
             String::from_utf8_lossy(v.as_bytes()).contains(SENTINEL)
                 || v.to_str().is_ok_and(|t| {
-                    routes::stream_for_path(t, "default").is_ok_and(|id| id.bucket_id == SENTINEL)
+                    routes::stream_for_path(t, "default")
+                        .is_ok_and(|named| named.id.bucket_id == SENTINEL)
                 })
         })
 }
@@ -746,7 +750,7 @@ impl Asked {
     fn of(request: &Parsed, boundaries: &Boundaries) -> Self {
         let stream = routes::stream_for_path(request.uri.path(), "default")
             .ok()
-            .map(|id| id.to_string());
+            .map(|named| named.id.to_string());
         let position =
             ReadQuery::parse(request.uri.query()).ok().and_then(|q| {
                 match offsets::parse(q.offset.as_deref()?) {

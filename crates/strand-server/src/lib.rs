@@ -4,6 +4,7 @@
 //! It owns HTTP: the configuration from the command line (`config`),
 //! connections below HTTP with their timeouts (`conn`) and TLS (`tls`),
 //! request parsing and validation (`headers`, `query`, `offsets`, `body`),
+//! stream names under the mount and their ids (`names`),
 //! the JSON mode's wire form (`json_mode`), SSE framing (`sse`), live
 //! reads (`live`), instants in headers and the long-poll cursor (`time`),
 //! CORS and security headers (`cors`), tokens and rights (`auth`),
@@ -24,6 +25,7 @@ pub mod headers;
 pub mod json_mode;
 pub mod limits;
 pub mod live;
+pub mod names;
 pub mod offsets;
 pub mod query;
 pub mod routes;

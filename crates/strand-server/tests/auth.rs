@@ -421,6 +421,40 @@ async fn prefix_grants_cover_only_their_streams() {
     s.stop().await;
 }
 
+/// On the mount, grants match the stream's name, whatever id it maps to:
+/// `default/yjs/` covers every stream under `/v1/stream/yjs/`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefix_grants_match_mount_names_of_any_shape() {
+    let (s, _dir) = server().await;
+    let t = format!(
+        "Bearer {}",
+        token(&[("default/yjs/", &[Right::Read, Right::Write])], far())
+    );
+    let put = |path: &'static str| s.put(path).header("authorization", &t).text("x").send();
+    assert_eq!(
+        put("/v1/stream/yjs/svc/docs/d/.updates").await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        put("/v1/stream/yjs/short").await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        put("/v1/stream/other/svc/docs/d/.updates").await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(put("/v1/stream/yjs").await.status, StatusCode::FORBIDDEN);
+    // A fork needs read on its source's name too.
+    let fork = s
+        .put("/v1/stream/yjs/fork/of/it")
+        .header("authorization", &t)
+        .header("stream-forked-from", "/v1/stream/yjs/svc/docs/d/.updates")
+        .send()
+        .await;
+    assert_eq!(fork.status, StatusCode::CREATED);
+    s.stop().await;
+}
+
 #[test]
 fn tokens_never_reach_the_log_but_subjects_do() {
     let dir = tempfile::tempdir().unwrap();

@@ -167,17 +167,10 @@ async fn bad_requests_are_4xx() {
         .send()
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    // Ids the machine rejects, and traversal.
-    assert_eq!(
-        s.put("/v1/stream/a%2Fb..c").send().await.status,
-        StatusCode::BAD_REQUEST
-    );
+    // Traversal (names the machine's ids could not hold map to hashed
+    // ids: `stream_urls_of_any_shape`).
     assert_eq!(
         s.put("/v1/stream/x/%2E%2E").send().await.status,
-        StatusCode::BAD_REQUEST
-    );
-    assert_eq!(
-        s.put("/v1/stream/streams").send().await.status,
         StatusCode::BAD_REQUEST
     );
     // Unknown methods.
@@ -348,6 +341,96 @@ async fn json_mode_flattens_and_renders_arrays() {
         .await;
     assert_eq!(empty.status, StatusCode::CREATED);
     assert_eq!(s.get("/v1/stream/j2").send().await.text(), "[]");
+    s.stop().await;
+}
+
+/// Stream URLs of any shape under the mount (`docs/stream-urls.md`):
+/// many segments, long names, dots, escaped slashes kept apart from real
+/// ones, forks between any two, and clear refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_urls_of_any_shape() {
+    let s = TestServer::start().await;
+    let yjs = "/v1/stream/yjs/svc-1/docs/doc%20one/.updates";
+    let created = s
+        .put(yjs)
+        .header("content-type", "application/octet-stream")
+        .body(b"\x01\x02".to_vec())
+        .send()
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    assert!(created.h("location").unwrap().ends_with(yjs));
+    let appended = s
+        .post(yjs)
+        .header("content-type", "application/octet-stream")
+        .body(b"\x03".to_vec())
+        .send()
+        .await;
+    assert_eq!(appended.status, StatusCode::NO_CONTENT);
+    assert_eq!(&s.get(yjs).send().await.body[..], b"\x01\x02\x03");
+    assert_eq!(s.head(yjs).send().await.next(), off(3));
+
+    // Names the machine's ids could not hold directly.
+    let long = format!("/v1/stream/{}", "n".repeat(2_000));
+    for path in [
+        long.as_str(),
+        "/v1/stream/streams",
+        "/v1/stream/a..b",
+        "/v1/stream/~x",
+        "/v1/stream/.awareness/.index",
+    ] {
+        assert_eq!(
+            s.put(path).text(path).send().await.status,
+            StatusCode::CREATED,
+            "{path}"
+        );
+    }
+    for path in [
+        long.as_str(),
+        "/v1/stream/streams",
+        "/v1/stream/.awareness/.index",
+    ] {
+        assert_eq!(s.get(path).send().await.text(), path);
+    }
+
+    // An escaped slash is part of a segment: two different streams.
+    s.put("/v1/stream/a%2Fb").text("escaped").send().await;
+    s.put("/v1/stream/a/b").text("real").send().await;
+    assert_eq!(s.get("/v1/stream/a%2Fb").send().await.text(), "escaped");
+    assert_eq!(s.get("/v1/stream/a/b").send().await.text(), "real");
+    // Two direct segments are the bucketed layout's affinity stream.
+    assert_eq!(s.get("/default/a/b").send().await.text(), "real");
+
+    // A fork between two streams of any shape.
+    let fork = s
+        .put("/v1/stream/forks/of/the/doc")
+        .header("content-type", "application/octet-stream")
+        .header("stream-forked-from", yjs)
+        .send()
+        .await;
+    assert_eq!(fork.status, StatusCode::CREATED);
+    s.post("/v1/stream/forks/of/the/doc")
+        .header("content-type", "application/octet-stream")
+        .body(b"\x04".to_vec())
+        .send()
+        .await;
+    assert_eq!(
+        &s.get("/v1/stream/forks/of/the/doc").send().await.body[..],
+        b"\x01\x02\x03\x04"
+    );
+
+    for (path, status) in [
+        ("/v1/stream/a//b", StatusCode::BAD_REQUEST),
+        ("/v1/stream/a/", StatusCode::BAD_REQUEST),
+        ("/v1/stream/a/%2e%2e/b", StatusCode::BAD_REQUEST),
+        ("/v1/stream/a/%ff", StatusCode::BAD_REQUEST),
+        ("/v1/stream/__ds/subscriptions/x", StatusCode::NOT_FOUND),
+    ] {
+        assert_eq!(s.put(path).text("x").send().await.status, status, "{path}");
+    }
+    let too_long = format!("/v1/stream/{}", "n".repeat(4_097));
+    let refused = s.put(&too_long).text("x").send().await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.text().contains("4096"), "{}", refused.text());
     s.stop().await;
 }
 

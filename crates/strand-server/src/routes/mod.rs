@@ -17,6 +17,7 @@ use strand::BucketStreamId;
 
 use crate::auth::{self, Right};
 use crate::errors::{ApiError, Layout};
+use crate::names::Named;
 use crate::state::{AppState, Plane};
 use stream::StreamRequest;
 
@@ -295,7 +296,7 @@ pub fn segments(path: &str) -> Result<Vec<String>, ApiError> {
     Ok(out)
 }
 
-fn percent_decode(text: &str) -> Option<String> {
+pub(crate) fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -313,21 +314,22 @@ fn percent_decode(text: &str) -> Option<String> {
 }
 
 /// The stream a path names, as a client sends it in `Stream-Forked-From`:
-/// `/v1/stream/{name}` (the default bucket) or `/{bucket}/[{affinity}/]{stream}`;
-/// a query string is ignored.
-pub fn stream_for_path(path: &str, default_bucket: &str) -> Result<BucketStreamId, ApiError> {
+/// `/v1/stream/{name}` (the default bucket, any name the mount takes) or
+/// `/{bucket}/[{affinity}/]{stream}`; a query string is ignored.
+pub fn stream_for_path(path: &str, default_bucket: &str) -> Result<Named, ApiError> {
     let path = path.split(['?', '#']).next().unwrap_or(path).trim();
     if let Some(name) = path.strip_prefix(DS_PREFIX) {
-        let names = segments(name)?;
-        if names.is_empty() {
-            return Err(ApiError::bad_request("Stream-Forked-From names no stream"));
-        }
-        return stream_id(default_bucket, &names)
-            .map_err(|_| ApiError::bad_request("Stream-Forked-From does not name a stream"));
+        return crate::names::mount_stream(default_bucket, name).map_err(|e| {
+            ApiError::bad_request(format!("Stream-Forked-From: {}", e.message.trim_end()))
+        });
     }
     let segs = segments(path)?;
     match segs.split_first() {
         Some((bucket, rest)) if bucket != "__strand" && !rest.is_empty() => stream_id(bucket, rest)
+            .map(|id| Named {
+                name: stream_name(&id),
+                id,
+            })
             .map_err(|_| ApiError::bad_request("Stream-Forked-From does not name a stream")),
         _ => Err(ApiError::bad_request(
             "Stream-Forked-From does not name a stream",
@@ -408,13 +410,9 @@ async fn route(state: AppState, request: Request) -> Result<Response, ApiError> 
         ));
     }
     let (subject, result) = if let Some(name) = path.strip_prefix(DS_PREFIX) {
-        let names = segments(name)?;
-        if names.is_empty() {
-            return Err(ApiError::not_found("no stream named"));
-        }
         let bucket = state.config.default_bucket.clone();
-        let id = stream_id(&bucket, &names)?;
-        let subject = authorize(&bucket, Some(&stream_name(&id)), right_for(&method))?;
+        let Named { id, name } = crate::names::mount_stream(&bucket, name)?;
+        let subject = authorize(&bucket, Some(&name), right_for(&method))?;
         let target = StreamRequest {
             id,
             layout: Layout::DurableStreams,

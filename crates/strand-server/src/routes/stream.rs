@@ -235,12 +235,13 @@ async fn create_fork(
     let from = h::single(headers, &h::FORKED_FROM)
         .map_err(ApiError::bad_request)?
         .unwrap_or_default();
-    let source = crate::routes::stream_for_path(from, &state.config.default_bucket)?;
+    let crate::names::Named { id: source, name } =
+        crate::routes::stream_for_path(from, &state.config.default_bucket)?;
     crate::auth::authorize(
         state.verifier.as_deref(),
         headers,
         &source.bucket_id,
-        Some(&crate::routes::stream_name(&source)),
+        Some(&name),
         crate::auth::Right::Read,
     )?;
     let fork_offset = match h::single(headers, &h::FORK_OFFSET).map_err(ApiError::bad_request)? {

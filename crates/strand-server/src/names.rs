@@ -1,0 +1,235 @@
+//! Stream names under the Durable Streams mount (`docs/stream-urls.md`).
+//!
+//! A stream on the mount is named by its whole path after `/v1/stream/`:
+//! any number of segments, each percent-decoded. The state machine's ids
+//! are narrower (a stream id of at most 122 bytes with the bucket, no `/`,
+//! no `..`), so a name maps onto a [`BucketStreamId`] in the default
+//! bucket one of two ways, decided by the name alone (so the mapping is
+//! the same on every node, after every restart and in every snapshot):
+//!
+//! * **direct**: one segment that is a valid stream id is that stream
+//!   (`/v1/stream/x` is `/{default}/x`); two segments that are a valid
+//!   affinity key and stream id are that pair (`/v1/stream/a/x` is
+//!   `/{default}/a/x`, sharing a group with the other streams of `a`).
+//!   Neither segment may start with `~`.
+//! * **hashed**: every other name is the stream `~{readable}~{hash}`, where
+//!   `hash` is 32 hex digits of the BLAKE3 hash of the canonical name and
+//!   `readable` a short, lossy rendering of it for people reading
+//!   snapshots and logs. Hashed ids start with `~`, so they never meet a
+//!   direct one.
+//!
+//! The canonical name joins the decoded segments with `/`, writing `%` as
+//! `%25` and a slash inside a segment (sent as `%2F`) as `%2F`, so
+//! `a%2Fb` and `a/b` are different streams. It is also the name
+//! authorization grants match by prefix.
+
+use strand::BucketStreamId;
+
+use crate::errors::ApiError;
+
+/// The longest canonical stream name the mount accepts, in bytes.
+pub const MAX_NAME_BYTES: usize = 4096;
+
+/// The first segment reserved for the protocol's own API (PROTOCOL §6:
+/// subscriptions live under `/v1/stream/__ds/`).
+pub const RESERVED_SEGMENT: &str = "__ds";
+
+/// Hex digits of the hash in a hashed stream id (128 bits).
+const HASH_HEX: usize = 32;
+/// The most bytes of readable text in a hashed stream id.
+const READABLE_MAX: usize = 48;
+/// The combined identity limit of the machine's ids (spec 01 §16.2).
+const MAX_STREAM_PATH_BYTES: usize = 122;
+
+/// A stream named by a request: its id and the name grants match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The machine's id of the stream.
+    pub id: BucketStreamId,
+    /// The stream's name for authorization grants: the mount's canonical
+    /// name, or `[affinity/]stream` on the bucketed layout.
+    pub name: String,
+}
+
+/// The stream a path under the mount names; `raw` is the path after
+/// `/v1/stream/`, still percent-encoded, without its query.
+///
+/// # Errors
+///
+/// 400 for an empty name or segment, a segment that is `.`, `..`, not
+/// UTF-8 once decoded or holds NUL, and a name over [`MAX_NAME_BYTES`];
+/// 404 for the reserved `__ds/` prefix.
+pub fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
+    if raw.is_empty() {
+        return Err(ApiError::not_found("no stream named"));
+    }
+    let mut segments = Vec::new();
+    let mut canonical = String::with_capacity(raw.len());
+    for part in raw.split('/') {
+        if part.is_empty() {
+            return Err(ApiError::bad_request(
+                "a stream name may not hold an empty path segment (a leading, trailing or doubled '/')",
+            ));
+        }
+        let decoded = crate::routes::percent_decode(part).ok_or_else(|| {
+            ApiError::bad_request("the stream name is not valid percent-encoded UTF-8")
+        })?;
+        if decoded == "." || decoded == ".." || decoded.contains('\0') {
+            return Err(ApiError::bad_request(
+                "stream name segments may not be '.' or '..' or hold NUL",
+            ));
+        }
+        if !canonical.is_empty() {
+            canonical.push('/');
+        }
+        for c in decoded.chars() {
+            match c {
+                '%' => canonical.push_str("%25"),
+                '/' => canonical.push_str("%2F"),
+                c => canonical.push(c),
+            }
+        }
+        if canonical.len() > MAX_NAME_BYTES {
+            return Err(ApiError::bad_request(format!(
+                "the stream name is longer than {MAX_NAME_BYTES} bytes"
+            )));
+        }
+        segments.push(decoded);
+    }
+    if segments.first().is_some_and(|s| s == RESERVED_SEGMENT) {
+        return Err(ApiError::not_found(
+            "/v1/stream/__ds/ is reserved for the protocol's subscription API, which this server does not serve",
+        ));
+    }
+    let id = direct(bucket, &segments).unwrap_or_else(|| hashed(bucket, &canonical));
+    Ok(Named {
+        id,
+        name: canonical,
+    })
+}
+
+/// The direct id of one or two segments, when they make a valid one.
+fn direct(bucket: &str, segments: &[String]) -> Option<BucketStreamId> {
+    let id = match segments {
+        [stream] => BucketStreamId::new(bucket, stream.as_str()),
+        [affinity, stream] => {
+            BucketStreamId::with_affinity(bucket, affinity.as_str(), stream.as_str())
+        }
+        _ => return None,
+    };
+    if segments.iter().any(|s| s.starts_with('~')) {
+        return None;
+    }
+    strand::validate_stream_id(&id).ok().map(|()| id)
+}
+
+/// The hashed id of a canonical name.
+fn hashed(bucket: &str, canonical: &str) -> BucketStreamId {
+    let hash = blake3::hash(canonical.as_bytes());
+    let hex: String = hash
+        .as_bytes()
+        .iter()
+        .take(HASH_HEX / 2)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    // `~` + readable + `~` + hash, within the combined limit.
+    let room = MAX_STREAM_PATH_BYTES
+        .saturating_sub(bucket.len() + 1 + 2 + HASH_HEX)
+        .min(READABLE_MAX);
+    let readable: String = canonical
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
+            '/' => '~',
+            _ => '_',
+        })
+        .take(room)
+        .collect();
+    BucketStreamId::new(bucket, format!("~{readable}~{hex}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn id(raw: &str) -> BucketStreamId {
+        mount_stream("default", raw).unwrap().id
+    }
+
+    fn status(raw: &str) -> u16 {
+        mount_stream("default", raw).unwrap_err().status.as_u16()
+    }
+
+    #[test]
+    fn one_and_two_valid_segments_map_directly() {
+        assert_eq!(id("events"), BucketStreamId::new("default", "events"));
+        assert_eq!(id("a%20b"), BucketStreamId::new("default", "a b"));
+        assert_eq!(
+            id("chat/42"),
+            BucketStreamId::with_affinity("default", "chat", "42")
+        );
+        assert_eq!(mount_stream("default", "chat/42").unwrap().name, "chat/42");
+    }
+
+    #[test]
+    fn other_names_hash_to_ids_the_machine_accepts() {
+        let long = "x".repeat(1500);
+        let names = [
+            "yjs/svc/docs/doc-1/.updates",
+            "yjs/svc/docs/doc-1/.awareness/default",
+            "chat/abc/0b3c8f2e-7c57-4d43-9b0e-4a1f2d2b1d55",
+            "streams",
+            "a..b",
+            "~tilde",
+            "a%2Fb",
+            ".hidden",
+            long.as_str(),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for name in names {
+            let named = mount_stream("default", name).unwrap();
+            strand::validate_stream_id(&named.id).unwrap();
+            assert!(named.id.stream_id.starts_with('~') || name == ".hidden");
+            assert!(seen.insert(named.id.clone()), "{name}: a collision");
+            // The same name, the same id: nothing but the name decides.
+            assert_eq!(mount_stream("default", name).unwrap(), named);
+        }
+        // A long bucket leaves less room, never too little.
+        let wide = "b".repeat(64);
+        let named = mount_stream(&wide, long.as_str()).unwrap();
+        strand::validate_stream_id(&named.id).unwrap();
+        // The id is a format: a change would orphan every stored stream.
+        assert_eq!(
+            id("yjs/svc/docs/doc-1/.updates").stream_id,
+            "~yjs~svc~docs~doc-1~_updates~6d2371ea91272b6ff743f0e86a4404d0"
+        );
+    }
+
+    #[test]
+    fn escaped_slashes_and_percents_stay_distinct() {
+        let escaped = mount_stream("default", "a%2Fb").unwrap();
+        let real = mount_stream("default", "a/b").unwrap();
+        assert_ne!(escaped.id, real.id);
+        assert_eq!(escaped.name, "a%2Fb");
+        assert_eq!(real.name, "a/b");
+        let percent = mount_stream("default", "a%252Fb").unwrap();
+        assert_eq!(percent.name, "a%252Fb");
+        assert_ne!(percent.id, escaped.id);
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(status("a//b"), 400);
+        assert_eq!(status("a/"), 400);
+        assert_eq!(status("a/%2e%2e/b"), 400);
+        assert_eq!(status("a/./b"), 400);
+        assert_eq!(status("a/%00"), 400);
+        assert_eq!(status("a/%ff"), 400);
+        assert_eq!(status("a/%4"), 400);
+        assert_eq!(status(&"y".repeat(MAX_NAME_BYTES + 1)), 400);
+        assert_eq!(status("__ds/subscriptions/x"), 404);
+        assert_eq!(status(""), 404);
+        assert!(mount_stream("default", &"y".repeat(MAX_NAME_BYTES)).is_ok());
+    }
+}
