@@ -84,6 +84,12 @@ pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|no
 /// dependency tree a second time in release on a fresh checkout.
 static DEBUG_BUILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Runs the debug `strand-server` from now on, as `--debug-build` does
+/// (for `cargo xtask apps --debug-build`).
+pub(crate) fn use_debug_build() {
+    DEBUG_BUILD.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Set by `cargo xtask loadtest --pin`: the CPUs (a `taskset -c` list) on
 /// which every server this process starts runs; unset, the kernel places
 /// them. A server started pinned sizes its thread pools to those CPUs.
@@ -167,9 +173,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--auth" if inline.is_none() => options.auth = true,
             "--durable" if inline.is_none() => options.durable = true,
             "--cluster" if inline.is_none() => options.cluster = true,
-            "--debug-build" if inline.is_none() => {
-                DEBUG_BUILD.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
+            "--debug-build" if inline.is_none() => use_debug_build(),
             _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
         }
     }
@@ -304,10 +308,26 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
 /// `node_modules` is missing or was installed from another lockfile.
 pub(crate) fn prepare_packages(root: &Path, work: &Path) -> Result<(), String> {
     let source = root.join("tests").join("http-conformance");
+    let files: Vec<PathBuf> = PACKAGE_FILES.iter().map(|name| source.join(name)).collect();
+    install_npm_packages(&files, work, "the suite's")
+}
+
+/// Copies `files` (a `package.json`, its `package-lock.json` and the
+/// scripts) into `work`, each under its own file name and rewritten only
+/// when changed, then runs `npm ci` there when `node_modules` is missing or
+/// was installed from another lockfile; `what` names the packages in the
+/// message (`the suite's`).
+pub(crate) fn install_npm_packages(
+    files: &[PathBuf],
+    work: &Path,
+    what: &str,
+) -> Result<(), String> {
     fs::create_dir_all(work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
-    for name in PACKAGE_FILES {
-        let from = source.join(name);
-        let bytes = fs::read(&from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+    for from in files {
+        let name = from
+            .file_name()
+            .ok_or_else(|| format!("{} names no file", from.display()))?;
+        let bytes = fs::read(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
         let to = work.join(name);
         if fs::read(&to).ok().as_deref() != Some(bytes.as_slice()) {
             fs::write(&to, &bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
@@ -320,7 +340,7 @@ pub(crate) fn prepare_packages(root: &Path, work: &Path) -> Result<(), String> {
         return Ok(());
     }
     println!(
-        "xtask: installing the suite's npm packages (npm ci in {})",
+        "xtask: installing {what} npm packages (npm ci in {})",
         work.display()
     );
     let mut cmd = Command::new("npm");

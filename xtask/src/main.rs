@@ -1,6 +1,7 @@
 //! Project chores for strand. `cargo xtask ci` is the one command that says
 //! "green"; `cargo xtask help` lists the others.
 
+mod apps;
 mod bench;
 mod fuzz;
 mod http_conformance;
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
         Some("faults") => faults(&root, &args[1..]),
         Some("invariant") => invariant(&root, &args[1..]),
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
+        Some("apps") => apps::apps(&root, &args[1..]),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -78,6 +80,14 @@ fn print_help() {
     println!("           every request of the suite; --durable runs strand-server with");
     println!("           --data-dir (a fresh directory under target/http-conformance);");
     println!("           --cluster against node 2 of a three-node loopback cluster");
+    println!("  apps [--server strand|node] [--only NAME] [--debug-build]");
+    println!("           the protocol's ecosystem libraries (tests/apps, pinned) against");
+    println!("           strand-server --memory (release; debug with --debug-build) or the");
+    println!("           node reference server, on loopback: yjs (y-durable-streams: sync,");
+    println!("           awareness, reconnect, late joiners, compaction), aisdk (a resumable");
+    println!("           AI SDK chat over aisdk-transport, mock model), state (StreamDB),");
+    println!("           python (the PyPI client, in target/apps/venv); one line per check");
+    println!("           and `apps: N passed, M failed`; logs in target/apps/NAME.log");
     println!(
         "  faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N]"
     );
