@@ -89,8 +89,9 @@ async function serve(handler) {
       res.writeHead(response.status, Object.fromEntries(response.headers));
       res.end(Buffer.from(await response.arrayBuffer()));
     } catch (e) {
+      console.error(e?.stack ?? e);
       res.writeHead(500, { "content-type": "text/plain" });
-      res.end(String(e?.stack ?? e));
+      res.end(`the chat API failed: ${e?.message ?? e}`);
     }
   });
   await new Promise((resolve, reject) => {

@@ -100,20 +100,51 @@ export function within(what, promise, ms = OVERALL_TIMEOUT_MS) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+/** The first answers >= 400 of the server under test, in order. */
+const serverErrors = [];
+
+/**
+ * Wraps the global `fetch` so that answers >= 400 from `base` (the server
+ * under test, also when a library's own server proxies to it) are kept for
+ * the failure message: `METHOD PATH -> STATUS body` (the first 50).
+ */
+function recordServerErrors(base) {
+  const original = globalThis.fetch;
+  globalThis.fetch = async (input, init) => {
+    const response = await original(input, init);
+    const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+    if (response.status >= 400 && url.startsWith(`${base}/`)) {
+      const method = init?.method ?? (input instanceof Request ? input.method : "GET");
+      const body = (await response.clone().text().catch(() => "")).replace(/\s+/g, " ").slice(0, 160);
+      serverErrors.push(`${method} ${url.slice(base.length)} -> ${response.status} ${body}`.trim());
+      if (serverErrors.length > 50) serverErrors.pop();
+    }
+    return response;
+  };
+}
+
 /**
  * Runs `body(baseUrl)` under the overall deadline and exits: 0 when it
- * resolves, 1 with a message when it throws or the deadline passes.
- * `cleanup` runs in both cases, bounded too.
+ * resolves, 1 with a message when it throws or the deadline passes (with
+ * the server's last error answer, if any). `cleanup` runs in both cases,
+ * bounded too.
  */
 export async function runCheck(name, body, cleanup = async () => {}) {
   let code = 0;
   try {
     const base = baseUrlFromArgs();
+    recordServerErrors(base);
     await within(`the whole ${name} check`, body(base), OVERALL_TIMEOUT_MS);
   } catch (e) {
     code = 1;
-    const message = e instanceof CheckFailed ? e.message : e?.stack ?? String(e);
-    console.error(`${name}: ${message}`);
+    const message = e instanceof Error ? e.message : String(e);
+    // A lookup that misses (404 to GET or HEAD) is often expected; the first
+    // other error answer is the likely cause.
+    const lookupMiss = /^(GET|HEAD) \S+ -> 404/;
+    const cause = serverErrors.find((a) => !lookupMiss.test(a)) ?? serverErrors.at(-1);
+    console.error(`${name}: ${message}${cause ? ` [server answered: ${cause}]` : ""}`);
+    if (!(e instanceof CheckFailed) && e?.stack) console.error(e.stack);
+    for (const answer of serverErrors) console.error(`  server answered: ${answer}`);
   }
   try {
     await within(`${name}'s cleanup`, cleanup(), 5_000);

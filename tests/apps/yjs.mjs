@@ -18,7 +18,7 @@ import { YjsServer } from "@durable-streams/y-durable-streams/server";
 import { Awareness } from "y-protocols/awareness";
 import * as Y from "yjs";
 
-import { expect, expectEqual, runCheck, uniqueName, until, within } from "./common.mjs";
+import { CheckFailed, expect, expectEqual, runCheck, uniqueName, until, within } from "./common.mjs";
 
 const SNAPSHOT_THRESHOLD_BYTES = 1500;
 const SERVICE = "apps";
@@ -44,6 +44,14 @@ function client(name, yjsBase, docId) {
   return { name, doc, awareness, provider, errors, text };
 }
 
+/** Throws when `c`'s provider reported an error. */
+function failedProvider(c) {
+  if (c.errors.length > 0) {
+    const e = c.errors[0];
+    throw new CheckFailed(`${c.name}'s provider failed: ${e?.message ?? e}`);
+  }
+}
+
 function onDocUpdate(c) {
   return (listener) => {
     c.doc.on("update", listener);
@@ -55,7 +63,7 @@ async function synced(c) {
   await until(
     `${c.name} to sync`,
     () => {
-      if (c.errors.length > 0) throw new Error(`${c.name}'s provider failed: ${c.errors[0]?.stack ?? c.errors[0]}`);
+      failedProvider(c);
       return c.provider.synced;
     },
     (listener) => {
@@ -74,7 +82,7 @@ async function textIs(c, want, why) {
   await until(
     `${c.name}'s text to be ${JSON.stringify(want.length > 60 ? `${want.slice(0, 60)}…` : want)} (${why})`,
     () => {
-      if (c.errors.length > 0) throw new Error(`${c.name}'s provider failed: ${c.errors[0]?.stack ?? c.errors[0]}`);
+      failedProvider(c);
       return c.text() === want;
     },
     onDocUpdate(c),
@@ -201,8 +209,20 @@ async function compaction(base) {
 await runCheck(
   "yjs",
   async (base) => {
-    await basics(base);
-    await compaction(base);
+    // Both parts run, so that one failing does not hide the other's result.
+    const failures = [];
+    for (const [part, run] of [
+      ["sync", basics],
+      ["compaction", compaction],
+    ]) {
+      try {
+        await run(base);
+      } catch (e) {
+        if (!(e instanceof CheckFailed)) console.error(e?.stack ?? e);
+        failures.push(`${part}: ${e?.message ?? e}`);
+      }
+    }
+    if (failures.length > 0) throw new CheckFailed(failures.join("; "));
   },
   async () => {
     await Promise.all(providers.map((p) => p.disconnect().catch(() => {})));
