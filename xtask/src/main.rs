@@ -59,7 +59,8 @@ fn print_help() {
     println!();
     println!("tasks:");
     println!("  ci       fmt, clippy, doc, http-conformance without and with authentication");
-    println!("           (every test must pass), tests (with insta checks),");
+    println!("           (every test must pass), apps (every check must pass), tests (with");
+    println!("           insta checks),");
     println!("           components (tests/components, each built with its one strand crate),");
     println!("           cargo-deny, the S3 backend against moto;");
     println!("           installs the pinned cargo-deny first when needed");
@@ -254,6 +255,10 @@ fn ci(root: &Path) -> Result<(), String> {
             run: step_http_conformance_auth,
         },
         Step {
+            name: "apps",
+            run: step_apps,
+        },
+        Step {
             name: "insta",
             run: step_insta_pending,
         },
@@ -345,6 +350,12 @@ fn step_http_conformance(root: &Path) -> Result<(), String> {
 /// through the test file's header injector.
 fn step_http_conformance_auth(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(root, &["--auth".into(), "--debug-build".into()])
+}
+
+/// The ecosystem libraries' checks (`cargo xtask apps`) against the debug
+/// strand-server the tests step built, like the http-conformance steps.
+fn step_apps(root: &Path) -> Result<(), String> {
+    apps::apps(root, &["--debug-build".into()])
 }
 
 /// `cargo doc --workspace --no-deps` with rustdoc warnings (broken
