@@ -5,7 +5,11 @@
 //! The package files are copied to `target/http-conformance/`, where
 //! `npm ci` runs when `node_modules` is missing or the lockfile changed. The
 //! server is `strand-server` (built in release) or, to check this runner, the
-//! node reference server (`tests/http-conformance/node-server.mjs`). vitest
+//! node reference server (`tests/http-conformance/node-server.mjs`), or, to
+//! compare, Electric's Rust server (`--server electric`: crate
+//! `durable-streams` 0.1.5, installed once into
+//! `target/peers/electric-0.1.5/` by the install code `cargo xtask loadtest`
+//! uses, run with `--durability memory` and a fresh data directory). vitest
 //! writes a JSON report that is summarised per area (top-level `describe`
 //! block); the last line is `http-conformance: N passed, M failed`.
 //!
@@ -25,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{cargo, run};
+use crate::{cargo, loadtest, run};
 
 /// The idle long-poll timeout given to the server, and told to the suite.
 const LONG_POLL_TIMEOUT_MS: u64 = 500;
@@ -53,6 +57,9 @@ enum Server {
     Strand,
     /// The node reference server `@durable-streams/server`.
     Node,
+    /// Electric's Rust server (crate `durable-streams` 0.1.5), installed
+    /// into `target/peers/electric-0.1.5` as `cargo xtask loadtest` does.
+    Electric,
 }
 
 impl Server {
@@ -60,6 +67,7 @@ impl Server {
         match self {
             Server::Strand => "strand-server",
             Server::Node => "node reference server",
+            Server::Electric => "electric durable-streams-server",
         }
     }
 }
@@ -76,7 +84,7 @@ struct Options {
 }
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node] [--auth] [--durable] [--cluster] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
+pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
 
 /// Set by `--debug-build`: run the debug `strand-server` that
 /// `cargo test --workspace` builds instead of a release build. `cargo xtask
@@ -158,12 +166,13 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         };
         match flag {
             "--server" => {
-                options.server = match value("`strand` or `node`")?.as_str() {
+                options.server = match value("`strand`, `node` or `electric`")?.as_str() {
                     "strand" => Server::Strand,
                     "node" => Server::Node,
+                    "electric" => Server::Electric,
                     other => {
                         return Err(format!(
-                            "unknown server `{other}` (strand or node); usage: {USAGE}"
+                            "unknown server `{other}` (strand, node or electric); usage: {USAGE}"
                         ));
                     }
                 }
@@ -252,6 +261,16 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
             &extra,
         )?,
         Server::Node => start_node(&work, LONG_POLL_TIMEOUT_MS, work.join("node-server.log"))?,
+        Server::Electric => {
+            loadtest::ensure_peer(root, &loadtest::ELECTRIC)?;
+            loadtest::start_electric_at(
+                root,
+                &work.join("electric-data"),
+                "memory",
+                LONG_POLL_TIMEOUT_MS,
+                &work.join("electric-server.log"),
+            )?
+        }
     };
     println!("xtask: {} at {}", server.name, server.url);
     let authorization = if options.auth {
@@ -975,6 +994,10 @@ mod tests {
         assert_eq!(o.server, Server::Node);
         assert!(o.keep);
         assert_eq!(o.allow_fail_areas, ["Fork - ", "SSE"]);
+        assert_eq!(
+            parse_options(&args(&["--server=electric"]))?.server,
+            Server::Electric
+        );
         assert!(parse_options(&args(&["--server", "go"])).is_err());
         assert!(parse_options(&args(&["--server"])).is_err());
         assert!(parse_options(&args(&["--bogus"])).is_err());

@@ -69,11 +69,13 @@ fn print_help() {
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
     println!(
-        "  http-conformance [--server strand|node] [--auth] [--durable] [--cluster] [--keep] [--allow-fail-area PREFIX]..."
+        "  http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--keep] [--allow-fail-area PREFIX]..."
     );
     println!("           run the official Durable Streams HTTP suite (npm, pinned in");
     println!("           tests/http-conformance) against strand-server (default; built in");
-    println!("           release) or the node reference server, on loopback; prints a table");
+    println!("           release), the node reference server or Electric's durable-streams");
+    println!("           0.1.5 (installed into target/peers as loadtest does), on loopback;");
+    println!("           prints a table");
     println!("           per area and `http-conformance: N passed, M failed`. --keep leaves");
     println!("           the server running until Enter; failures in areas starting with an");
     println!("           --allow-fail-area PREFIX are printed but do not fail the run; --auth");
