@@ -5,7 +5,11 @@
 //! The package files are copied to `target/http-conformance/`, where
 //! `npm ci` runs when `node_modules` is missing or the lockfile changed. The
 //! server is `strand-server` (built in release) or, to check this runner, the
-//! node reference server (`tests/http-conformance/node-server.mjs`). vitest
+//! node reference server (`tests/http-conformance/node-server.mjs`), or, to
+//! compare, Electric's Rust server (`--server electric`: crate
+//! `durable-streams` 0.1.5, installed once into
+//! `target/peers/electric-0.1.5/` by the install code `cargo xtask loadtest`
+//! uses, run with `--durability memory` and a fresh data directory). vitest
 //! writes a JSON report that is summarised per area (top-level `describe`
 //! block); the last line is `http-conformance: N passed, M failed`.
 //!
@@ -25,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{cargo, run};
+use crate::{cargo, loadtest, run};
 
 /// The idle long-poll timeout given to the server, and told to the suite.
 const LONG_POLL_TIMEOUT_MS: u64 = 500;
@@ -53,6 +57,9 @@ enum Server {
     Strand,
     /// The node reference server `@durable-streams/server`.
     Node,
+    /// Electric's Rust server (crate `durable-streams` 0.1.5), installed
+    /// into `target/peers/electric-0.1.5` as `cargo xtask loadtest` does.
+    Electric,
 }
 
 impl Server {
@@ -60,6 +67,7 @@ impl Server {
         match self {
             Server::Strand => "strand-server",
             Server::Node => "node reference server",
+            Server::Electric => "electric durable-streams-server",
         }
     }
 }
@@ -76,13 +84,19 @@ struct Options {
 }
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node] [--auth] [--durable] [--cluster] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
+pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
 
 /// Set by `--debug-build`: run the debug `strand-server` that
 /// `cargo test --workspace` builds instead of a release build. `cargo xtask
 /// ci` uses it after its tests step, which saves compiling the whole
 /// dependency tree a second time in release on a fresh checkout.
 static DEBUG_BUILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Runs the debug `strand-server` from now on, as `--debug-build` does
+/// (for `cargo xtask apps --debug-build`).
+pub(crate) fn use_debug_build() {
+    DEBUG_BUILD.store(true, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// Set by `cargo xtask loadtest --pin`: the CPUs (a `taskset -c` list) on
 /// which every server this process starts runs; unset, the kernel places
@@ -152,12 +166,13 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         };
         match flag {
             "--server" => {
-                options.server = match value("`strand` or `node`")?.as_str() {
+                options.server = match value("`strand`, `node` or `electric`")?.as_str() {
                     "strand" => Server::Strand,
                     "node" => Server::Node,
+                    "electric" => Server::Electric,
                     other => {
                         return Err(format!(
-                            "unknown server `{other}` (strand or node); usage: {USAGE}"
+                            "unknown server `{other}` (strand, node or electric); usage: {USAGE}"
                         ));
                     }
                 }
@@ -167,9 +182,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--auth" if inline.is_none() => options.auth = true,
             "--durable" if inline.is_none() => options.durable = true,
             "--cluster" if inline.is_none() => options.cluster = true,
-            "--debug-build" if inline.is_none() => {
-                DEBUG_BUILD.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
+            "--debug-build" if inline.is_none() => use_debug_build(),
             _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
         }
     }
@@ -248,6 +261,16 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
             &extra,
         )?,
         Server::Node => start_node(&work, LONG_POLL_TIMEOUT_MS, work.join("node-server.log"))?,
+        Server::Electric => {
+            loadtest::ensure_peer(root, &loadtest::ELECTRIC)?;
+            loadtest::start_electric_at(
+                root,
+                &work.join("electric-data"),
+                "memory",
+                LONG_POLL_TIMEOUT_MS,
+                &work.join("electric-server.log"),
+            )?
+        }
     };
     println!("xtask: {} at {}", server.name, server.url);
     let authorization = if options.auth {
@@ -304,10 +327,26 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
 /// `node_modules` is missing or was installed from another lockfile.
 pub(crate) fn prepare_packages(root: &Path, work: &Path) -> Result<(), String> {
     let source = root.join("tests").join("http-conformance");
+    let files: Vec<PathBuf> = PACKAGE_FILES.iter().map(|name| source.join(name)).collect();
+    install_npm_packages(&files, work, "the suite's")
+}
+
+/// Copies `files` (a `package.json`, its `package-lock.json` and the
+/// scripts) into `work`, each under its own file name and rewritten only
+/// when changed, then runs `npm ci` there when `node_modules` is missing or
+/// was installed from another lockfile; `what` names the packages in the
+/// message (`the suite's`).
+pub(crate) fn install_npm_packages(
+    files: &[PathBuf],
+    work: &Path,
+    what: &str,
+) -> Result<(), String> {
     fs::create_dir_all(work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
-    for name in PACKAGE_FILES {
-        let from = source.join(name);
-        let bytes = fs::read(&from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+    for from in files {
+        let name = from
+            .file_name()
+            .ok_or_else(|| format!("{} names no file", from.display()))?;
+        let bytes = fs::read(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
         let to = work.join(name);
         if fs::read(&to).ok().as_deref() != Some(bytes.as_slice()) {
             fs::write(&to, &bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
@@ -320,7 +359,7 @@ pub(crate) fn prepare_packages(root: &Path, work: &Path) -> Result<(), String> {
         return Ok(());
     }
     println!(
-        "xtask: installing the suite's npm packages (npm ci in {})",
+        "xtask: installing {what} npm packages (npm ci in {})",
         work.display()
     );
     let mut cmd = Command::new("npm");
@@ -955,6 +994,10 @@ mod tests {
         assert_eq!(o.server, Server::Node);
         assert!(o.keep);
         assert_eq!(o.allow_fail_areas, ["Fork - ", "SSE"]);
+        assert_eq!(
+            parse_options(&args(&["--server=electric"]))?.server,
+            Server::Electric
+        );
         assert!(parse_options(&args(&["--server", "go"])).is_err());
         assert!(parse_options(&args(&["--server"])).is_err());
         assert!(parse_options(&args(&["--bogus"])).is_err());

@@ -59,7 +59,7 @@ use crate::{cargo, run};
 
 /// A peer server installed from crates.io with `cargo install --locked`,
 /// pinned, into its own root under the target directory.
-struct PeerCrate {
+pub(crate) struct PeerCrate {
     krate: &'static str,
     version: &'static str,
     /// The binary `cargo install` puts in `ROOT/bin`.
@@ -77,7 +77,7 @@ const RUST_PEER: PeerCrate = PeerCrate {
 };
 
 /// Electric's Rust server: a binary of the same name, so another root.
-const ELECTRIC: PeerCrate = PeerCrate {
+pub(crate) const ELECTRIC: PeerCrate = PeerCrate {
     krate: "durable-streams",
     version: "0.1.5",
     binary: "durable-streams-server",
@@ -682,7 +682,7 @@ fn peer_binary(root: &Path, peer: &PeerCrate) -> PathBuf {
 
 /// Installs a pinned peer server under `target/ROOT/` once (a marker file
 /// beside its `bin/` says which version is there).
-fn ensure_peer(root: &Path, peer: &PeerCrate) -> Result<(), String> {
+pub(crate) fn ensure_peer(root: &Path, peer: &PeerCrate) -> Result<(), String> {
     let PeerCrate {
         krate,
         version,
@@ -747,30 +747,50 @@ fn start_electric(root: &Path, target: Target, work: &Path) -> Result<ServerGuar
     let data = target
         .electric_data(work)
         .ok_or("not a target of Electric's server")?;
-    let _ = fs::remove_dir_all(&data);
-    fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
     let durability = if target == Target::ElectricWal {
         "wal"
     } else {
         "memory"
     };
+    start_electric_at(
+        root,
+        &data,
+        durability,
+        LONG_POLL_MS,
+        &work.join(format!("electric-{durability}.log")),
+    )
+}
+
+/// Starts Electric's installed server ([`ensure_peer`] with [`ELECTRIC`])
+/// on a free loopback port with `--durability DURABILITY`, the data
+/// directory `data` emptied first, and the idle long-poll timeout
+/// `long_poll_ms`; its output goes to `log`. Waits for `GET /health`.
+pub(crate) fn start_electric_at(
+    root: &Path,
+    data: &Path,
+    durability: &str,
+    long_poll_ms: u64,
+    log: &Path,
+) -> Result<ServerGuard, String> {
+    let _ = fs::remove_dir_all(data);
+    fs::create_dir_all(data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
     let port = free_port()?;
     let mut cmd = server_command(peer_binary(root, &ELECTRIC));
     cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
         .arg("--data-dir")
-        .arg(&data)
+        .arg(data)
         .args([
             "--durability",
             durability,
             "--long-poll-timeout-ms",
-            &LONG_POLL_MS.to_string(),
+            &long_poll_ms.to_string(),
         ])
         .env("RUST_LOG", "warn");
     spawn_polled(
         "electric durable-streams-server",
         cmd,
         port,
-        &work.join(format!("electric-{durability}.log")),
+        log,
         "GET /health",
     )
 }

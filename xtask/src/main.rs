@@ -1,6 +1,7 @@
 //! Project chores for strand. `cargo xtask ci` is the one command that says
 //! "green"; `cargo xtask help` lists the others.
 
+mod apps;
 mod bench;
 mod fuzz;
 mod http_conformance;
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
         Some("faults") => faults(&root, &args[1..]),
         Some("invariant") => invariant(&root, &args[1..]),
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
+        Some("apps") => apps::apps(&root, &args[1..]),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -57,7 +59,8 @@ fn print_help() {
     println!();
     println!("tasks:");
     println!("  ci       fmt, clippy, doc, http-conformance without and with authentication");
-    println!("           (every test must pass), tests (with insta checks),");
+    println!("           (every test must pass), apps (every check must pass), tests (with");
+    println!("           insta checks),");
     println!("           components (tests/components, each built with its one strand crate),");
     println!("           cargo-deny, the S3 backend against moto;");
     println!("           installs the pinned cargo-deny first when needed");
@@ -66,11 +69,13 @@ fn print_help() {
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
     println!(
-        "  http-conformance [--server strand|node] [--auth] [--durable] [--cluster] [--keep] [--allow-fail-area PREFIX]..."
+        "  http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--keep] [--allow-fail-area PREFIX]..."
     );
     println!("           run the official Durable Streams HTTP suite (npm, pinned in");
     println!("           tests/http-conformance) against strand-server (default; built in");
-    println!("           release) or the node reference server, on loopback; prints a table");
+    println!("           release), the node reference server or Electric's durable-streams");
+    println!("           0.1.5 (installed into target/peers as loadtest does), on loopback;");
+    println!("           prints a table");
     println!("           per area and `http-conformance: N passed, M failed`. --keep leaves");
     println!("           the server running until Enter; failures in areas starting with an");
     println!("           --allow-fail-area PREFIX are printed but do not fail the run; --auth");
@@ -78,6 +83,14 @@ fn print_help() {
     println!("           every request of the suite; --durable runs strand-server with");
     println!("           --data-dir (a fresh directory under target/http-conformance);");
     println!("           --cluster against node 2 of a three-node loopback cluster");
+    println!("  apps [--server strand|node] [--only NAME] [--debug-build]");
+    println!("           the protocol's ecosystem libraries (tests/apps, pinned) against");
+    println!("           strand-server --memory (release; debug with --debug-build) or the");
+    println!("           node reference server, on loopback: yjs (y-durable-streams: sync,");
+    println!("           awareness, reconnect, late joiners, compaction), aisdk (a resumable");
+    println!("           AI SDK chat over aisdk-transport, mock model), state (StreamDB),");
+    println!("           python (the PyPI client, in target/apps/venv); one line per check");
+    println!("           and `apps: N passed, M failed`; logs in target/apps/NAME.log");
     println!(
         "  faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N]"
     );
@@ -244,6 +257,10 @@ fn ci(root: &Path) -> Result<(), String> {
             run: step_http_conformance_auth,
         },
         Step {
+            name: "apps",
+            run: step_apps,
+        },
+        Step {
             name: "insta",
             run: step_insta_pending,
         },
@@ -335,6 +352,12 @@ fn step_http_conformance(root: &Path) -> Result<(), String> {
 /// through the test file's header injector.
 fn step_http_conformance_auth(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(root, &["--auth".into(), "--debug-build".into()])
+}
+
+/// The ecosystem libraries' checks (`cargo xtask apps`) against the debug
+/// strand-server the tests step built, like the http-conformance steps.
+fn step_apps(root: &Path) -> Result<(), String> {
+    apps::apps(root, &["--debug-build".into()])
 }
 
 /// `cargo doc --workspace --no-deps` with rustdoc warnings (broken

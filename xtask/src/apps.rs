@@ -1,0 +1,402 @@
+//! `cargo xtask apps`: the Durable Streams protocol's ecosystem libraries
+//! run against a server on loopback, one check per library.
+//!
+//! The checks live in `tests/apps/`: `yjs.mjs`
+//! (`@durable-streams/y-durable-streams` with `yjs`), `aisdk.mjs`
+//! (`@durable-streams/aisdk-transport` with the AI SDK's mock model),
+//! `state.mjs` (`@durable-streams/state`'s StreamDB) and `python/check.py`
+//! (the PyPI client `durable-streams`). Each takes the server's base URL,
+//! bounds itself at 30 s, and exits 0 on success or non-zero after printing
+//! `NAME: what failed` on stderr. Every version is pinned:
+//! `tests/apps/package-lock.json` for npm, `tests/apps/python/requirements.txt`
+//! (every transitive package, `==`) for Python.
+//!
+//! The npm files are copied to `target/apps/`, where `npm ci` runs when
+//! `node_modules` is missing or the lockfile changed (as for
+//! `http-conformance`); the Python check gets its own virtualenv in
+//! `target/apps/venv`, rebuilt when missing or when the requirements file
+//! changed. The server is a release `strand-server --memory` (or the debug
+//! one with `--debug-build`, as `cargo xtask ci` runs it) or, with
+//! `--server node`, the node reference server `@durable-streams/server`
+//! (pinned in the same lockfile). Each check's output goes to
+//! `target/apps/NAME.log`; the run prints one line per check and
+//! `apps: N passed, M failed`, and fails when any check did.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::http_conformance::{
+    ServerGuard, install_npm_packages, start_node, start_strand, target_dir, use_debug_build,
+};
+use crate::run;
+
+/// Usage of the task, for errors and `cargo xtask help`.
+pub(crate) const USAGE: &str =
+    "cargo xtask apps [--server strand|node] [--only NAME] [--debug-build]";
+
+/// The idle long-poll timeout given to the server (as `http-conformance`).
+const LONG_POLL_TIMEOUT_MS: u64 = 500;
+/// A check that has not exited after this long is killed and fails (each
+/// bounds itself at 30 s; this is the backstop).
+const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+/// The npm files of `tests/apps/` copied into the work directory.
+const NPM_FILES: [&str; 6] = [
+    "package.json",
+    "package-lock.json",
+    "common.mjs",
+    "yjs.mjs",
+    "aisdk.mjs",
+    "state.mjs",
+];
+/// The requirements the virtualenv was last built from (inside the venv, so
+/// that a removed venv also removes it).
+const INSTALLED_REQUIREMENTS: &str = ".strand-installed-requirements.txt";
+
+/// How a check runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    /// `node SCRIPT URL` in the work directory.
+    Node(&'static str),
+    /// The virtualenv's python with `tests/apps/python/check.py URL`.
+    Python,
+}
+
+/// One check: its name (for `--only` and the report) and how it runs.
+#[derive(Debug, Clone, Copy)]
+struct Check {
+    name: &'static str,
+    runner: Runner,
+}
+
+/// Every check, in the order they run.
+const CHECKS: [Check; 4] = [
+    Check {
+        name: "yjs",
+        runner: Runner::Node("yjs.mjs"),
+    },
+    Check {
+        name: "aisdk",
+        runner: Runner::Node("aisdk.mjs"),
+    },
+    Check {
+        name: "state",
+        runner: Runner::Node("state.mjs"),
+    },
+    Check {
+        name: "python",
+        runner: Runner::Python,
+    },
+];
+
+/// Which server the checks run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    Strand,
+    Node,
+}
+
+#[derive(Debug)]
+struct Options {
+    server: Server,
+    only: Option<String>,
+    debug_build: bool,
+}
+
+fn parse_options(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        server: Server::Strand,
+        only: None,
+        debug_build: false,
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |what: &str| {
+            inline
+                .clone()
+                .or_else(|| args.next().cloned())
+                .ok_or_else(|| format!("{flag} needs {what}; usage: {USAGE}"))
+        };
+        match flag {
+            "--server" => {
+                options.server = match value("`strand` or `node`")?.as_str() {
+                    "strand" => Server::Strand,
+                    "node" => Server::Node,
+                    other => {
+                        return Err(format!(
+                            "unknown server `{other}` (strand or node); usage: {USAGE}"
+                        ));
+                    }
+                }
+            }
+            "--only" => {
+                let name = value("a check's name")?;
+                if !CHECKS.iter().any(|c| c.name == name) {
+                    return Err(format!(
+                        "no check named `{name}` (one of {}); usage: {USAGE}",
+                        CHECKS.map(|c| c.name).join(", ")
+                    ));
+                }
+                options.only = Some(name);
+            }
+            "--debug-build" if inline.is_none() => options.debug_build = true,
+            _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+/// `cargo xtask apps ARGS`.
+pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
+    let options = parse_options(args)?;
+    if options.debug_build {
+        use_debug_build();
+    }
+    let checks: Vec<Check> = CHECKS
+        .into_iter()
+        .filter(|c| options.only.as_deref().is_none_or(|only| only == c.name))
+        .collect();
+    let work = target_dir(root).join("apps");
+    let source = root.join("tests").join("apps");
+
+    // The npm packages hold the node checks and the node reference server.
+    let needs_npm =
+        options.server == Server::Node || checks.iter().any(|c| c.runner != Runner::Python);
+    if needs_npm {
+        let t = Instant::now();
+        let mut files: Vec<PathBuf> = NPM_FILES.iter().map(|name| source.join(name)).collect();
+        files.push(
+            root.join("tests")
+                .join("http-conformance")
+                .join("node-server.mjs"),
+        );
+        install_npm_packages(&files, &work, "the apps'")?;
+        println!(
+            "apps: npm packages ready in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let python = if checks.iter().any(|c| c.runner == Runner::Python) {
+        let t = Instant::now();
+        let python = ensure_venv(&source.join("python"), &work.join("venv"))?;
+        println!(
+            "apps: python venv ready in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
+        Some(python)
+    } else {
+        None
+    };
+
+    let mut server = match options.server {
+        Server::Strand => start_strand(
+            root,
+            LONG_POLL_TIMEOUT_MS,
+            work.join("strand-server.log"),
+            &[],
+        )?,
+        Server::Node => start_node(&work, LONG_POLL_TIMEOUT_MS, work.join("node-server.log"))?,
+    };
+    println!("apps: {} at {}", server.name, server.url);
+
+    let (mut passed, mut failed) = (0, 0);
+    for check in &checks {
+        let log = work.join(format!("{}.log", check.name));
+        let mut cmd = match check.runner {
+            Runner::Node(script) => {
+                let mut cmd = Command::new("node");
+                cmd.current_dir(&work).arg(script);
+                cmd
+            }
+            Runner::Python => {
+                let Some(python) = &python else {
+                    return Err("the python check has no virtualenv".into());
+                };
+                let mut cmd = Command::new(python);
+                cmd.current_dir(&work)
+                    .arg(source.join("python").join("check.py"))
+                    .env("PYTHONDONTWRITEBYTECODE", "1");
+                cmd
+            }
+        };
+        cmd.arg(&server.url);
+        let started = Instant::now();
+        let outcome = run_check(cmd, &log);
+        let secs = started.elapsed().as_secs_f64();
+        // A server that died during the check explains its failure.
+        let outcome = outcome.and_then(|()| server.check_running());
+        match outcome {
+            Ok(()) => {
+                passed += 1;
+                println!("apps: {} ok ({secs:.1} s)", check.name);
+            }
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "apps: {} FAILED: {e} ({secs:.1} s; log {})",
+                    check.name,
+                    log.display()
+                );
+            }
+        }
+    }
+    drop::<ServerGuard>(server);
+    println!("apps: {passed} passed, {failed} failed");
+    if failed == 0 {
+        Ok(())
+    } else {
+        // Already reported; an empty message keeps the summary last.
+        Err(String::new())
+    }
+}
+
+/// Runs one check with its stdout and stderr in `log`, killed after
+/// [`CHECK_TIMEOUT`]; on failure returns its message (the last line it
+/// printed that starts with its name, else its last line, else its status).
+fn run_check(mut cmd: Command, log: &Path) -> Result<(), String> {
+    let file =
+        fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let err = file
+        .try_clone()
+        .map_err(|e| format!("cannot share {}: {e}", log.display()))?;
+    let shown = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
+    let deadline = Instant::now() + CHECK_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                // Gone already, or killed now: either way it failed.
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "still running after {}s, killed",
+                    CHECK_TIMEOUT.as_secs()
+                ));
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("cannot wait for {shown}: {e}")),
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let output = fs::read_to_string(log).unwrap_or_default();
+    Err(failure_message(&output).unwrap_or_else(|| format!("exited with {status}")))
+}
+
+/// The message of a failed check's output: its last `NAME: …` line (the
+/// checks' own report), else its last non-empty line.
+fn failure_message(output: &str) -> Option<String> {
+    let lines: Vec<&str> = output
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let own = lines.iter().rev().find(|line| {
+        CHECKS
+            .iter()
+            .any(|c| line.starts_with(&format!("{}: ", c.name)))
+    });
+    own.or(lines.last()).map(|line| {
+        let line = CHECKS
+            .iter()
+            .find_map(|c| line.strip_prefix(&format!("{}: ", c.name)))
+            .unwrap_or(line);
+        line.to_owned()
+    })
+}
+
+/// Builds `venv` from `python_dir/requirements.txt` when it is missing or
+/// was built from other requirements: `python3 -m venv`, `pip install
+/// --no-deps -r` (every package is pinned there), `pip check`. Returns the
+/// venv's python.
+fn ensure_venv(python_dir: &Path, venv: &Path) -> Result<PathBuf, String> {
+    let requirements = python_dir.join("requirements.txt");
+    let wanted = fs::read(&requirements)
+        .map_err(|e| format!("cannot read {}: {e}", requirements.display()))?;
+    let bin = venv.join("bin");
+    let python = bin.join("python");
+    let stamp = venv.join(INSTALLED_REQUIREMENTS);
+    if python.is_file() && fs::read(&stamp).ok().as_deref() == Some(wanted.as_slice()) {
+        return Ok(python);
+    }
+    println!(
+        "xtask: building the python check's virtualenv {} from {}",
+        venv.display(),
+        requirements.display()
+    );
+    match fs::remove_dir_all(venv) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot remove {}: {e}", venv.display())),
+    }
+    let mut create = Command::new("python3");
+    create.arg("-m").arg("venv").arg(venv).stdin(Stdio::null());
+    run(create)?;
+    let mut install = Command::new(bin.join("pip"));
+    install
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "-r",
+        ])
+        .arg(&requirements)
+        .stdin(Stdio::null());
+    run(install)?;
+    let mut check = Command::new(bin.join("pip"));
+    check
+        .args(["check", "--disable-pip-version-check"])
+        .stdin(Stdio::null());
+    run(check)?;
+    fs::write(&stamp, &wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    Ok(python)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn options_parse() -> Result<(), String> {
+        let o = parse_options(&args(&[]))?;
+        assert_eq!(o.server, Server::Strand);
+        assert!(o.only.is_none() && !o.debug_build);
+        let o = parse_options(&args(&["--server", "node", "--only=yjs", "--debug-build"]))?;
+        assert_eq!(o.server, Server::Node);
+        assert_eq!(o.only.as_deref(), Some("yjs"));
+        assert!(o.debug_build);
+        assert!(parse_options(&args(&["--only", "nope"])).is_err());
+        assert!(parse_options(&args(&["--server", "electric"])).is_err());
+        assert!(parse_options(&args(&["--server"])).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn failure_messages() {
+        let out = "[YjsServer] noise\nyjs: timed out waiting for bob\n";
+        assert_eq!(
+            failure_message(out).as_deref(),
+            Some("timed out waiting for bob")
+        );
+        assert_eq!(failure_message("boom\n\n").as_deref(), Some("boom"));
+        assert_eq!(failure_message(""), None);
+    }
+}
