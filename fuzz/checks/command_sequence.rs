@@ -360,6 +360,9 @@ fn prefix(
         let command = generator.command(u, &a)?;
         let target = external_target(&command).cloned();
         let response = a.apply(command);
+        if let Err(broken) = a.check_invariants() {
+            panic!("after {response:?}: {broken}");
+        }
         if let Some(id) = target
             && !matches!(response, StreamResponse::Error { .. })
         {
@@ -422,6 +425,11 @@ fn run(data: &[u8]) -> Result<()> {
         let ra = a.apply(command.clone());
         let rb = b.apply(command.clone());
         let rc = c.apply(command);
+        for (name, m) in [("live", &a), ("binary-restored", &b), ("JSON-restored", &c)] {
+            if let Err(broken) = m.check_invariants() {
+                panic!("suffix command {i} ({name}): {shown}: {broken}");
+            }
+        }
         assert_eq!(ra, rb, "suffix command {i}: {shown}");
         assert_eq!(ra, rc, "suffix command {i} (JSON-restored): {shown}");
         let sa = a.snapshot();

@@ -257,7 +257,7 @@ impl StreamStateMachine {
 
     /// Appends inline bytes (public `append_borrowed`; `apply(Append)`).
     pub fn append_borrowed(&mut self, input: AppendStreamInput<'_>) -> StreamResponse {
-        self.append_inline(InlineAppend {
+        let response = self.append_inline(InlineAppend {
             stream_id: input.stream_id,
             content_type: input.content_type,
             payload: Payload::Borrowed(input.payload),
@@ -266,7 +266,9 @@ impl StreamStateMachine {
             producer: input.producer,
             now_ms: input.now_ms,
             record_match: input.record_match,
-        })
+        });
+        self.debug_check_invariants();
+        response
     }
 
     pub(crate) fn append_inline(&mut self, req: InlineAppend<'_>) -> StreamResponse {
@@ -424,7 +426,7 @@ impl StreamStateMachine {
         let records = appended_record_count(ends, len);
         // `refresh_ttl_entry_at(key)` without finding the slot again.
         self.ttl.push(&slot.metadata, key);
-        self.hot_bytes = self.hot_bytes.saturating_add(len);
+        self.add_hot_bytes(len);
         self.usage.record_append(&id.bucket_id, len, records);
         self.compact_ttl_index();
         StreamResponse::Appended {

@@ -66,13 +66,15 @@ impl StreamStateMachine {
         producer: Option<ProducerRequest>,
         now_ms: u64,
     ) -> Result<StreamBatchAppend, StreamResponse> {
-        self.append_batch(
+        let result = self.append_batch(
             stream_id,
             content_type,
             BatchPayloads::Borrowed(payloads),
             producer,
             now_ms,
-        )
+        );
+        self.debug_check_invariants();
+        result
     }
 
     /// `apply(AppendBatch)`: the batch result mapped to one response.
@@ -215,7 +217,7 @@ impl StreamStateMachine {
                 item_ends,
             );
         }
-        self.hot_bytes = self.hot_bytes.saturating_add(ends.total_len);
+        self.add_hot_bytes(ends.total_len);
         self.usage
             .record_append(&id.bucket_id, ends.total_len, ends.appended_record_count());
         self.refresh_ttl_entry(id);

@@ -194,7 +194,7 @@ impl StreamStateMachine {
             },
         );
         self.insert_slot(slot);
-        self.hot_bytes = self.hot_bytes.saturating_add(hot_len);
+        self.add_hot_bytes(hot_len);
         self.usage
             .record_stream_created(&req.stream_id.bucket_id, len, records);
         Ok(StreamResponse::Created {

@@ -24,6 +24,7 @@ impl StreamStateMachine {
         if let Some(now_ms) = sweep_at {
             self.sweep_expired_streams(now_ms);
         }
+        self.debug_check_invariants();
         response
     }
 

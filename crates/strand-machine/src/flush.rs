@@ -191,7 +191,7 @@ impl StreamStateMachine {
         if chunk.shared_object {
             data.cold.push_chunk(chunk);
         }
-        self.hot_bytes = self.hot_bytes.saturating_sub(removed);
+        self.remove_hot_bytes(removed);
         if let Some(path) = shared_path {
             self.shared.retain(&path, &id.bucket_id);
         }

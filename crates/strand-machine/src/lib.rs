@@ -37,6 +37,7 @@ mod flush;
 mod fork;
 mod gc;
 mod hot;
+mod invariants;
 mod machine;
 mod persist;
 mod producers;
@@ -58,6 +59,8 @@ pub use codec::{
 pub use command::StreamCommand;
 pub use flush::ColdFlushSlices;
 pub use fork::ForkProbe;
+#[doc(hidden)]
+pub use invariants::set_debug_invariant_checks;
 pub use machine::StreamStateMachine;
 pub use persist::MachineRestorer;
 pub use read::HotRead;

@@ -374,7 +374,7 @@ impl MachineRestorer {
         for chunk in slot.cold().chunks().iter().filter(|c| c.shared_object) {
             m.shared.retain(&chunk.s3_path, &bucket_id);
         }
-        m.hot_bytes = m.hot_bytes.saturating_add(slot.hot().len());
+        m.add_hot_bytes(slot.hot().len());
         self.gauges.push((bucket_id, slot.retained_bytes()));
         m.insert_slot(slot);
         Ok(())
@@ -400,6 +400,7 @@ impl MachineRestorer {
             &tail.bucket_quotas,
         );
         machine.install_options(MachineOptions::from_snapshot(tail.machine_options));
+        machine.debug_check_invariants();
         Ok(machine)
     }
 }

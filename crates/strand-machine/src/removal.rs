@@ -20,7 +20,7 @@ impl StreamStateMachine {
         if slot.soft_deleted() {
             self.soft_deleted_streams = self.soft_deleted_streams.saturating_sub(1);
         }
-        self.hot_bytes = self.hot_bytes.saturating_sub(slot.hot().len());
+        self.remove_hot_bytes(slot.hot().len());
         let shared_paths = slot.cold().shared_paths();
         self.usage
             .record_stream_removed(&id.bucket_id, slot.retained_bytes());

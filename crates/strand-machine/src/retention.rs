@@ -222,7 +222,7 @@ impl StreamStateMachine {
             .record_retention_advanced(&id.bucket_id, r - current);
         self.shared
             .release(&mut self.gc, &id.bucket_id, &dropped_paths, 0);
-        self.hot_bytes = self.hot_bytes.saturating_sub(removed_hot);
+        self.remove_hot_bytes(removed_hot);
         StreamResponse::RetentionAdvanced {
             retained_offset: r,
             record_range,

@@ -38,6 +38,15 @@ impl StreamStateMachine {
         &mut self,
         commands: Vec<StreamCommand>,
     ) -> Result<Vec<StreamResponse>, StreamResponse> {
+        let result = self.transaction(commands);
+        self.debug_check_invariants();
+        result
+    }
+
+    fn transaction(
+        &mut self,
+        commands: Vec<StreamCommand>,
+    ) -> Result<Vec<StreamResponse>, StreamResponse> {
         let Some(StreamCommand::Append {
             stream_id: first, ..
         }) = commands.first()

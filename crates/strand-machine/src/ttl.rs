@@ -116,6 +116,13 @@ impl TtlIndex {
         }
     }
 
+    /// Every entry's expiry and stream, stale ones included.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, &BucketStreamId)> {
+        self.heap
+            .iter()
+            .map(|Reverse(e)| (e.expires_at_ms, &e.stream_id))
+    }
+
     /// Number of entries, stale ones included.
     pub(crate) fn len(&self) -> usize {
         self.heap.len()

@@ -140,7 +140,9 @@ proptest! {
         let mut m = StreamStateMachine::new();
         let mut mat = Materializer::new(Mode::Wild);
         drive(&mut m, &mut mat, &ops);
+        prop_assert_eq!(m.check_invariants(), Ok(()));
         exercise(&mut m, &mat);
+        prop_assert_eq!(m.check_invariants(), Ok(()));
     }
 
     #[test]
@@ -148,7 +150,9 @@ proptest! {
         let mut m = StreamStateMachine::new();
         let mut mat = Materializer::new(Mode::Valid);
         drive(&mut m, &mut mat, &ops);
+        prop_assert_eq!(m.check_invariants(), Ok(()));
         exercise(&mut m, &mat);
+        prop_assert_eq!(m.check_invariants(), Ok(()));
     }
 }
 
