@@ -4,7 +4,9 @@
 
 pub mod admin;
 pub mod extensions;
+mod raft;
 pub mod stream;
+pub mod table;
 
 use axum::Router;
 use axum::body::Body;
@@ -20,6 +22,7 @@ use crate::errors::{ApiError, Layout};
 use crate::names::Named;
 use crate::state::{AppState, Plane};
 use stream::StreamRequest;
+use table::{Access, RaftRoute, Route};
 
 /// The Durable Streams mount.
 pub const DS_PREFIX: &str = "/v1/stream/";
@@ -103,133 +106,12 @@ async fn health(state: &AppState) -> Response {
         .into_response()
 }
 
-/// Whether a request may use the Raft routes: with a cluster token
-/// configured it must carry it (401 without, 403 with another); without
-/// one they are open only while client authentication is off (a cluster
-/// with authentication needs the token, so an authenticated node without
-/// one has no peers to hear from). A refusal is its status and message.
-fn raft_allowed(
-    state: &AppState,
-    headers: &axum::http::HeaderMap,
-) -> Result<(), (StatusCode, &'static str)> {
-    match &state.cluster_token {
-        Some(token) => match headers.get(strand_raft::CLUSTER_TOKEN_HEADER) {
-            None => Err((
-                StatusCode::UNAUTHORIZED,
-                "the Raft routes need the cluster token (strand-cluster-token)\n",
-            )),
-            Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
-            Some(_) => Err((StatusCode::FORBIDDEN, "wrong cluster token\n")),
-        },
-        None if state.verifier.is_some() => Err((
-            StatusCode::UNAUTHORIZED,
-            "the Raft routes are closed: authentication is on and no --cluster-token-file is set\n",
-        )),
-        None => Ok(()),
-    }
-}
-
-/// Compares two byte strings in time that depends on their lengths only.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// `POST /__strand/raft/{group}/{kind}`: a peer's Raft message for one of
-/// this node's groups, handed to the group's log as it is; 404 for a group
-/// the node does not have (a node in memory has none).
-async fn raft_message(state: &AppState, rest: &str, request: Request) -> Response {
-    use axum::http::StatusCode;
-    let Some((group, kind)) = rest.split_once('/') else {
-        return (StatusCode::NOT_FOUND, "no such raft route\n").into_response();
-    };
-    // A group this node does not have is no route either (an in-memory
-    // node has none): the log's "no replicated group" was a 500.
-    let Some(group) = group
-        .parse::<usize>()
-        .ok()
-        .filter(|&g| state.engine.is_replicated() && g < state.engine.group_count())
-    else {
-        return (StatusCode::NOT_FOUND, "no such group\n").into_response();
-    };
-    let kind = kind.to_owned();
-    let body = match axum::body::to_bytes(request.into_body(), 256 << 20).await {
-        Ok(b) => b.to_vec(),
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
-    };
-    match state.engine.log_message(group, &kind, body).await {
-        Ok(answer) => (
-            StatusCode::OK,
-            [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
-            answer,
-        )
-            .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
-    }
-}
-
-/// `POST /__strand/raft/batch`: a peer's Raft messages for several of
-/// this node's groups at once (`strand_raft::serve_batch`): 200 with one
-/// answer frame per message, each sent as soon as its group answers; 413 for a body over `strand_raft::MAX_BATCH_BODY`
-/// or more than `strand_raft::MAX_BATCH_MESSAGES` messages, 400 for a
-/// body that is not a batch.
-async fn raft_batch(state: &AppState, request: Request) -> Response {
-    let body = match axum::body::to_bytes(request.into_body(), strand_raft::MAX_BATCH_BODY).await {
-        Ok(b) => b,
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
-    };
-    match strand_raft::serve_batch(&state.engine, &body) {
-        Ok(answers) => {
-            use futures_util::StreamExt;
-            (
-                StatusCode::OK,
-                [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
-                Body::from_stream(answers.map(Ok::<_, std::convert::Infallible>)),
-            )
-                .into_response()
-        }
-        Err(e @ strand_raft::BatchRefused::TooMany(_)) => {
-            (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response()
-        }
-        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
-    }
-}
-
-/// `POST /__strand/raft/segment`: the whole segment file (object bytes
-/// and trailer, checked) of the object named by the body, for a peer
-/// that lacks it (`strand_cold::ReplicaSegments`); 404 when this node
-/// keeps no copy of its own or does not hold the object, 400 for a name
-/// the store cannot hold, 503 for a file that cannot be read or is
-/// damaged.
-async fn raft_segment(state: &AppState, request: Request) -> Response {
-    let Some(replica) = state.cold.as_ref().and_then(strand_cold::ColdTier::replica) else {
-        return (StatusCode::NOT_FOUND, "this node keeps no segment files\n").into_response();
-    };
-    let body = match axum::body::to_bytes(request.into_body(), 4096).await {
-        Ok(b) => b,
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
-    };
-    let Ok(name) = std::str::from_utf8(&body) else {
-        return (StatusCode::BAD_REQUEST, "the object name is not UTF-8\n").into_response();
-    };
-    match replica.segment_file(name).await {
-        Ok(Some(file)) => (
-            StatusCode::OK,
-            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
-            file,
-        )
-            .into_response(),
-        Ok(None) => (StatusCode::NOT_FOUND, "no such object here\n").into_response(),
-        Err(e @ strand_cold::ColdError::InvalidName(_)) => {
-            (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
-        }
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
-    }
-}
-
 /// Answers one request: what [`router`]'s only handler does, and what the
 /// server's connections call directly (no router in between: the routes
 /// are matched here, so axum's path router, URL-parameter extraction and
-/// handler adapters only cost instructions).
+/// handler adapters only cost instructions). The route and the right it
+/// needs come from the route table ([`table::classify`]) before any
+/// handler runs.
 pub async fn serve(state: AppState, request: Request) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
@@ -237,26 +119,9 @@ pub async fn serve(state: AppState, request: Request) -> Response {
     let origin = request.headers().get(axum::http::header::ORIGIN).cloned();
     let origins = std::sync::Arc::clone(&state.origins);
     let preflight = method == Method::OPTIONS;
-    let mut response = if preflight {
-        crate::cors::preflight()
-    } else if uri.path() == "/__strand/health" && (method == Method::GET || method == Method::HEAD)
-    {
-        health(&state).await
-    } else if let Some(rest) = uri.path().strip_prefix("/__strand/raft/")
-        && method == Method::POST
-        && state.plane == Plane::Client
-    {
-        match raft_allowed(&state, request.headers()) {
-            Ok(()) if rest == "batch" => raft_batch(&state, request).await,
-            Ok(()) if rest == "segment" => raft_segment(&state, request).await,
-            Ok(()) => raft_message(&state, rest, request).await,
-            Err(refused) => refused.into_response(),
-        }
-    } else {
-        match route(state, request).await {
-            Ok(response) => response,
-            Err(error) => error.into_response(),
-        }
+    let mut response = match dispatch(state, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
     };
     crate::cors::add_headers(response.headers_mut(), &origins, origin.as_ref(), preflight);
     let status = response.status();
@@ -277,6 +142,107 @@ pub async fn serve(state: AppState, request: Request) -> Response {
         );
     }
     response
+}
+
+/// Classifies a request, checks the access its route needs, and hands it
+/// to the route's handler.
+async fn dispatch(state: AppState, request: Request) -> Result<Response, ApiError> {
+    let route = table::classify(
+        request.method(),
+        request.uri().path(),
+        state.plane,
+        &state.config.default_bucket,
+    )?;
+    let subject = match route.access(request.method()) {
+        Access::Open => None,
+        Access::ClusterToken => {
+            if let Err(refused) = raft::allowed(&state, request.headers()) {
+                return Ok(refused.into_response());
+            }
+            None
+        }
+        Access::Operator(scope) => {
+            if state.plane == Plane::Client && state.verifier.is_none() {
+                return Err(ApiError::new(StatusCode::FORBIDDEN, OPERATOR_ROUTES_CLOSED));
+            }
+            admit(&state, request.headers(), scope, None, Right::Admin)?
+        }
+        Access::Resource {
+            bucket,
+            stream,
+            right,
+        } => admit(&state, request.headers(), &bucket, stream.as_deref(), right)?,
+    };
+    // A fork also needs the read right on its source.
+    if let Route::Stream(..) = &route
+        && request.method() == Method::PUT
+        && let Some(from) = request.headers().get(&crate::headers::FORKED_FROM)
+        && let Ok(source) = stream_for_path(
+            from.to_str().unwrap_or_default(),
+            &state.config.default_bucket,
+        )
+    {
+        auth::authorize(
+            state.verifier.as_deref(),
+            request.headers(),
+            &source.id.bucket_id,
+            Some(&source.name),
+            Right::Read,
+        )?;
+    }
+    let result = match route {
+        Route::Preflight => Ok(crate::cors::preflight()),
+        Route::Health => Ok(health(&state).await),
+        Route::Raft(RaftRoute::Batch) => Ok(raft::batch(&state, request).await),
+        Route::Raft(RaftRoute::Segment) => Ok(raft::segment(&state, request).await),
+        Route::Raft(RaftRoute::Message(rest)) => Ok(raft::message(&state, &rest, request).await),
+        Route::Stream(named, layout) => {
+            let (parts, body) = request.into_parts();
+            let target = StreamRequest {
+                id: named.id,
+                layout,
+                path: parts.uri.path().to_owned(),
+                authority: parts.uri.authority().cloned(),
+                subject: subject.clone(),
+            };
+            let query = parts.uri.query().map(str::to_owned);
+            stream::handle(state, target, parts.method, query, parts.headers, body).await
+        }
+        Route::Integrity(named) => admin::integrity(&state, request.method(), named.id).await,
+        Route::Operator { rest, .. } => {
+            let (parts, body) = request.into_parts();
+            admin::handle(&state, &parts.method, &rest, body).await
+        }
+        Route::Bucket(bucket) => bucket_route(&state, request.method(), &bucket).await,
+        Route::Extension(extension) => {
+            let (parts, body) = request.into_parts();
+            extensions::handle(&state, extension, &parts.method, &parts.headers, body).await
+        }
+    };
+    let mut response = match result {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    };
+    if let Some(subject) = subject {
+        response.extensions_mut().insert(auth::Subject(subject));
+    }
+    Ok(response)
+}
+
+/// Authorizes a request (with authentication on) and admits its token
+/// under the per-token rate limit; the token's subject, if any.
+fn admit(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+    bucket: &str,
+    stream: Option<&str>,
+    right: Right,
+) -> Result<Option<String>, ApiError> {
+    let subject = auth::authorize(state.verifier.as_deref(), headers, bucket, stream, right)?;
+    if let Some(subject) = &subject {
+        state.limits.admit(subject)?;
+    }
+    Ok(subject)
 }
 
 /// Splits a raw path into percent-decoded segments, refusing what no
@@ -337,7 +303,7 @@ pub fn stream_for_path(path: &str, default_bucket: &str) -> Result<Named, ApiErr
     }
 }
 
-fn stream_id(bucket: &str, rest: &[String]) -> Result<BucketStreamId, ApiError> {
+pub(crate) fn stream_id(bucket: &str, rest: &[String]) -> Result<BucketStreamId, ApiError> {
     match rest {
         [stream] => Ok(BucketStreamId::new(bucket, stream.as_str())),
         [affinity, stream] => Ok(BucketStreamId::with_affinity(
@@ -349,147 +315,12 @@ fn stream_id(bucket: &str, rest: &[String]) -> Result<BucketStreamId, ApiError> 
     }
 }
 
-/// Whether a path is one of the operator routes under `/__strand/` (not
-/// health, the Raft transport or a stream's integrity, which are not
-/// operator routes).
-fn is_operator_path(path: &str) -> bool {
-    path.strip_prefix("/__strand/").is_some_and(|rest| {
-        !rest.starts_with("integrity/") && !rest.starts_with("raft/") && rest != "health"
-    })
-}
-
-/// The right a method needs on a stream or bucket.
-fn right_for(method: &Method) -> Right {
-    if method == Method::GET || method == Method::HEAD {
-        Right::Read
-    } else {
-        Right::Write
-    }
-}
-
 /// A stream's name for grant prefixes: its affinity path included.
 pub(crate) fn stream_name(id: &BucketStreamId) -> String {
     match &id.affinity_key {
         Some(key) => format!("{key}/{}", id.stream_id),
         None => id.stream_id.clone(),
     }
-}
-
-/// The bucket and stream name an extension route concerns.
-fn extension_scope(extension: &extensions::Extension) -> (String, String) {
-    use extensions::Extension as E;
-    match extension {
-        E::AppendBatch(id)
-        | E::Snapshot(id, _)
-        | E::Retention(id, _)
-        | E::Attrs(id)
-        | E::Bootstrap(id) => (id.bucket_id.clone(), stream_name(id)),
-        E::Transaction { bucket, affinity } => (bucket.clone(), format!("{affinity}/")),
-    }
-}
-
-async fn route(state: AppState, request: Request) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    let path = parts.uri.path().to_owned();
-    let authority = parts.uri.authority().cloned();
-    let query = parts.uri.query().map(str::to_owned);
-    let method = parts.method.clone();
-    let headers = parts.headers;
-    let verifier = state.verifier.clone();
-    let limits = std::sync::Arc::clone(&state.limits);
-    let authorize = |bucket: &str, stream: Option<&str>, right: Right| {
-        let subject = auth::authorize(verifier.as_deref(), &headers, bucket, stream, right)?;
-        if let Some(subject) = &subject {
-            limits.admit(subject)?;
-        }
-        Ok::<_, ApiError>(subject)
-    };
-    if state.plane == Plane::Admin && !is_operator_path(&path) {
-        return Err(ApiError::not_found(
-            "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) and /__strand/health",
-        ));
-    }
-    let (subject, result) = if let Some(name) = path.strip_prefix(DS_PREFIX) {
-        let bucket = state.config.default_bucket.clone();
-        let Named { id, name } = crate::names::mount_stream(&bucket, name)?;
-        let subject = authorize(&bucket, Some(&name), right_for(&method))?;
-        let target = StreamRequest {
-            id,
-            layout: Layout::DurableStreams,
-            path,
-            authority: authority.clone(),
-            subject: subject.clone(),
-        };
-        (
-            subject,
-            stream::handle(state, target, method, query, headers, body).await,
-        )
-    } else {
-        let segs = segments(&path)?;
-        match segs.split_first() {
-            Some((first, rest))
-                if first == "__strand"
-                    && rest.first().is_some_and(|k| k == "integrity")
-                    && rest.len() > 2 =>
-            {
-                // `/__strand/integrity/{bucket}/[{affinity}/]{stream}`: a
-                // read of that stream.
-                let bucket = &rest[1];
-                let id = stream_id(bucket, &rest[2..])?;
-                let subject = authorize(bucket, Some(&stream_name(&id)), Right::Read)?;
-                (subject, admin::integrity(&state, &method, id).await)
-            }
-            Some((first, rest)) if first == "__strand" => {
-                let scope = match rest {
-                    [_, bucket] => bucket.as_str(),
-                    [kind] if kind == "cold" => "*",
-                    _ => return Err(ApiError::not_found("no such admin route")),
-                };
-                if state.plane == Plane::Client && state.verifier.is_none() {
-                    return Err(ApiError::new(StatusCode::FORBIDDEN, OPERATOR_ROUTES_CLOSED));
-                }
-                let subject = authorize(scope, None, Right::Admin)?;
-                (subject, admin::handle(&state, &method, rest, body).await)
-            }
-
-            Some((bucket, [])) => {
-                let subject = authorize(bucket, None, right_for(&method))?;
-                (subject, bucket_route(&state, &method, bucket).await)
-            }
-            Some((bucket, rest)) => {
-                if let Some(extension) = extensions::classify(bucket, rest) {
-                    let (b, name) = extension_scope(&extension);
-                    let subject = authorize(&b, Some(&name), right_for(&method))?;
-                    let result =
-                        extensions::handle(&state, extension, &method, &headers, body).await;
-                    (subject, result)
-                } else {
-                    let id = stream_id(bucket, rest)?;
-                    let subject = authorize(bucket, Some(&stream_name(&id)), right_for(&method))?;
-                    let target = StreamRequest {
-                        id,
-                        layout: Layout::Bucketed,
-                        path,
-                        authority: authority.clone(),
-                        subject: subject.clone(),
-                    };
-                    (
-                        subject,
-                        stream::handle(state, target, method, query, headers, body).await,
-                    )
-                }
-            }
-            None => return Err(ApiError::not_found("no such resource")),
-        }
-    };
-    let mut response = match result {
-        Ok(response) => response,
-        Err(error) => error.into_response(),
-    };
-    if let Some(subject) = subject {
-        response.extensions_mut().insert(auth::Subject(subject));
-    }
-    Ok(response)
 }
 
 async fn bucket_route(

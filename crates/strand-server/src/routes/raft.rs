@@ -1,0 +1,133 @@
+//! The Raft transport's routes (`POST /__strand/raft/…`): a peer's
+//! messages for this node's groups, batches of them, and whole segment
+//! files for a peer that lacks one; each needs the cluster token.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::state::AppState;
+
+/// Whether a request may use the Raft routes: with a cluster token
+/// configured it must carry it (401 without, 403 with another); without
+/// one they are open only while client authentication is off (a cluster
+/// with authentication needs the token, so an authenticated node without
+/// one has no peers to hear from). A refusal is its status and message.
+pub(super) fn allowed(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> Result<(), (StatusCode, &'static str)> {
+    match &state.cluster_token {
+        Some(token) => match headers.get(strand_raft::CLUSTER_TOKEN_HEADER) {
+            None => Err((
+                StatusCode::UNAUTHORIZED,
+                "the Raft routes need the cluster token (strand-cluster-token)\n",
+            )),
+            Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
+            Some(_) => Err((StatusCode::FORBIDDEN, "wrong cluster token\n")),
+        },
+        None if state.verifier.is_some() => Err((
+            StatusCode::UNAUTHORIZED,
+            "the Raft routes are closed: authentication is on and no --cluster-token-file is set\n",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Compares two byte strings in time that depends on their lengths only.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `POST /__strand/raft/{group}/{kind}`: a peer's Raft message for one of
+/// this node's groups, handed to the group's log as it is; 404 for a group
+/// the node does not have (a node in memory has none).
+pub(super) async fn message(state: &AppState, rest: &str, request: Request) -> Response {
+    use axum::http::StatusCode;
+    let Some((group, kind)) = rest.split_once('/') else {
+        return (StatusCode::NOT_FOUND, "no such raft route\n").into_response();
+    };
+    // A group this node does not have is no route either (an in-memory
+    // node has none): the log's "no replicated group" was a 500.
+    let Some(group) = group
+        .parse::<usize>()
+        .ok()
+        .filter(|&g| state.engine.is_replicated() && g < state.engine.group_count())
+    else {
+        return (StatusCode::NOT_FOUND, "no such group\n").into_response();
+    };
+    let kind = kind.to_owned();
+    let body = match axum::body::to_bytes(request.into_body(), 256 << 20).await {
+        Ok(b) => b.to_vec(),
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    };
+    match state.engine.log_message(group, &kind, body).await {
+        Ok(answer) => (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
+            answer,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+/// `POST /__strand/raft/batch`: a peer's Raft messages for several of
+/// this node's groups at once (`strand_raft::serve_batch`): 200 with one
+/// answer frame per message, each sent as soon as its group answers; 413 for a body over `strand_raft::MAX_BATCH_BODY`
+/// or more than `strand_raft::MAX_BATCH_MESSAGES` messages, 400 for a
+/// body that is not a batch.
+pub(super) async fn batch(state: &AppState, request: Request) -> Response {
+    let body = match axum::body::to_bytes(request.into_body(), strand_raft::MAX_BATCH_BODY).await {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    };
+    match strand_raft::serve_batch(&state.engine, &body) {
+        Ok(answers) => {
+            use futures_util::StreamExt;
+            (
+                StatusCode::OK,
+                [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
+                Body::from_stream(answers.map(Ok::<_, std::convert::Infallible>)),
+            )
+                .into_response()
+        }
+        Err(e @ strand_raft::BatchRefused::TooMany(_)) => {
+            (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+/// `POST /__strand/raft/segment`: the whole segment file (object bytes
+/// and trailer, checked) of the object named by the body, for a peer
+/// that lacks it (`strand_cold::ReplicaSegments`); 404 when this node
+/// keeps no copy of its own or does not hold the object, 400 for a name
+/// the store cannot hold, 503 for a file that cannot be read or is
+/// damaged.
+pub(super) async fn segment(state: &AppState, request: Request) -> Response {
+    let Some(replica) = state.cold.as_ref().and_then(strand_cold::ColdTier::replica) else {
+        return (StatusCode::NOT_FOUND, "this node keeps no segment files\n").into_response();
+    };
+    let body = match axum::body::to_bytes(request.into_body(), 4096).await {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    };
+    let Ok(name) = std::str::from_utf8(&body) else {
+        return (StatusCode::BAD_REQUEST, "the object name is not UTF-8\n").into_response();
+    };
+    match replica.segment_file(name).await {
+        Ok(Some(file)) => (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+            file,
+        )
+            .into_response(),
+        Ok(None) => (StatusCode::NOT_FOUND, "no such object here\n").into_response(),
+        Err(e @ strand_cold::ColdError::InvalidName(_)) => {
+            (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
+        }
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}

@@ -1,0 +1,378 @@
+//! The route table: what a request asks for and the right it needs,
+//! decided from its method, path and listener alone ([`classify`],
+//! [`Route::access`]), before any handler runs.
+//!
+//! | method | path | route | access |
+//! |---|---|---|---|
+//! | `OPTIONS` | any | [`Route::Preflight`] | open |
+//! | `GET`, `HEAD` | `/__strand/health` | [`Route::Health`] | open |
+//! | `POST` (client listener) | `/__strand/raft/batch`, `…/segment`, `…/{group}/{kind}` | [`Route::Raft`] | the cluster token |
+//! | any (admin listener) | not an operator route | 404 | |
+//! | any | `/v1/stream/{name…}` | [`Route::Stream`] (the mount) | read (`GET`, `HEAD`) or write on the stream's name |
+//! | any | `/__strand/integrity/{bucket}/[{affinity}/]{stream}` | [`Route::Integrity`] | read on the stream |
+//! | any | `/__strand/{kind}/{bucket}`, `/__strand/cold` | [`Route::Operator`] | admin on the bucket (`*` for cold); closed on the client listener without authentication |
+//! | any | `/{bucket}` | [`Route::Bucket`] | read or write on the bucket |
+//! | any | `/{bucket}/…/{append-batch, $transaction, snapshot, retention, attrs, bootstrap}` | [`Route::Extension`] | read or write on the stream (the affinity path for `$transaction`) |
+//! | any | `/{bucket}/[{affinity}/]{stream}` | [`Route::Stream`] (bucketed) | read or write on the stream |
+
+use std::borrow::Cow;
+
+use axum::http::Method;
+#[cfg(test)]
+use axum::http::StatusCode;
+
+use crate::auth::Right;
+use crate::errors::{ApiError, Layout};
+use crate::names::Named;
+use crate::routes::extensions::{self, Extension};
+use crate::routes::{DS_PREFIX, segments, stream_id, stream_name};
+use crate::state::Plane;
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// A CORS preflight.
+    Preflight,
+    /// `GET /__strand/health`.
+    Health,
+    /// A peer's Raft traffic.
+    Raft(RaftRoute),
+    /// A stream, on the mount or the bucketed layout.
+    Stream(Named, Layout),
+    /// A stream's integrity setsums.
+    Integrity(Named),
+    /// An operator route: `/__strand/{kind}/{bucket}` or `/__strand/cold`.
+    Operator {
+        /// The bucket it concerns, `*` for all of them.
+        scope: String,
+        /// The path after `/__strand/`.
+        rest: Vec<String>,
+    },
+    /// `/{bucket}`.
+    Bucket(String),
+    /// An extension route of the bucketed layout.
+    Extension(Extension),
+}
+
+/// The Raft transport's routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RaftRoute {
+    /// `POST /__strand/raft/batch`.
+    Batch,
+    /// `POST /__strand/raft/segment`.
+    Segment,
+    /// `POST /__strand/raft/{group}/{kind}`: the path after `raft/`.
+    Message(String),
+}
+
+/// What a route needs before its handler runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access<'a> {
+    /// Nothing.
+    Open,
+    /// The cluster token (`strand_raft::CLUSTER_TOKEN_HEADER`).
+    ClusterToken,
+    /// The admin right on a bucket (or `*`); on the client listener only
+    /// with authentication on.
+    Operator(&'a str),
+    /// A right on a bucket, or on a stream of it by name.
+    Resource {
+        /// The bucket.
+        bucket: Cow<'a, str>,
+        /// The stream's name for grants, if the route concerns one.
+        stream: Option<Cow<'a, str>>,
+        /// The right.
+        right: Right,
+    },
+}
+
+/// The message of a request to the admin listener outside its routes.
+pub const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) and /__strand/health";
+
+/// Decides a request's route.
+///
+/// # Errors
+///
+/// 404 for a path no route serves (and for anything but the operator
+/// routes on the admin listener); 400 for a path that is not valid
+/// percent-encoded UTF-8 or names no valid stream.
+pub fn classify(
+    method: &Method,
+    path: &str,
+    plane: Plane,
+    default_bucket: &str,
+) -> Result<Route, ApiError> {
+    if method == Method::OPTIONS {
+        return Ok(Route::Preflight);
+    }
+    if path == "/__strand/health" && (method == Method::GET || method == Method::HEAD) {
+        return Ok(Route::Health);
+    }
+    if let Some(rest) = path.strip_prefix("/__strand/raft/")
+        && method == Method::POST
+        && plane == Plane::Client
+    {
+        return Ok(Route::Raft(match rest {
+            "batch" => RaftRoute::Batch,
+            "segment" => RaftRoute::Segment,
+            _ => RaftRoute::Message(rest.to_owned()),
+        }));
+    }
+    if plane == Plane::Admin && !is_operator_path(path) {
+        return Err(ApiError::not_found(ADMIN_LISTENER_ONLY));
+    }
+    if let Some(name) = path.strip_prefix(DS_PREFIX) {
+        let named = crate::names::mount_stream(default_bucket, name)?;
+        return Ok(Route::Stream(named, Layout::DurableStreams));
+    }
+    let segs = segments(path)?;
+    let Some((first, rest)) = segs.split_first() else {
+        return Err(ApiError::not_found("no such resource"));
+    };
+    if first == "__strand" {
+        return match rest {
+            [kind, bucket, stream @ ..] if kind == "integrity" && !stream.is_empty() => {
+                Ok(Route::Integrity(named(stream_id(bucket, stream)?)))
+            }
+            [_, bucket] => Ok(Route::Operator {
+                scope: bucket.clone(),
+                rest: rest.to_vec(),
+            }),
+            [kind] if kind == "cold" => Ok(Route::Operator {
+                scope: "*".to_owned(),
+                rest: rest.to_vec(),
+            }),
+            _ => Err(ApiError::not_found("no such admin route")),
+        };
+    }
+    if rest.is_empty() {
+        return Ok(Route::Bucket(first.clone()));
+    }
+    if let Some(extension) = extensions::classify(first, rest) {
+        return Ok(Route::Extension(extension));
+    }
+    Ok(Route::Stream(
+        named(stream_id(first, rest)?),
+        Layout::Bucketed,
+    ))
+}
+
+impl Route {
+    /// What the route needs from a request made with `method`.
+    pub fn access(&self, method: &Method) -> Access<'_> {
+        let right = if method == Method::GET || method == Method::HEAD {
+            Right::Read
+        } else {
+            Right::Write
+        };
+        match self {
+            Self::Preflight | Self::Health => Access::Open,
+            Self::Raft(_) => Access::ClusterToken,
+            Self::Stream(named, _) => stream_access(named, right),
+            Self::Integrity(named) => stream_access(named, Right::Read),
+            Self::Operator { scope, .. } => Access::Operator(scope),
+            Self::Bucket(bucket) => Access::Resource {
+                bucket: Cow::Borrowed(bucket),
+                stream: None,
+                right,
+            },
+            Self::Extension(extension) => {
+                let (bucket, name) = extension_scope(extension);
+                Access::Resource {
+                    bucket: Cow::Owned(bucket),
+                    stream: Some(Cow::Owned(name)),
+                    right,
+                }
+            }
+        }
+    }
+}
+
+/// A right on a named stream.
+fn stream_access(named: &Named, right: Right) -> Access<'_> {
+    Access::Resource {
+        bucket: Cow::Borrowed(named.id.bucket_id.as_str()),
+        stream: Some(Cow::Borrowed(named.name.as_str())),
+        right,
+    }
+}
+
+/// A bucketed-layout id with its name for grants.
+fn named(id: strand::BucketStreamId) -> Named {
+    Named {
+        name: stream_name(&id),
+        id,
+    }
+}
+
+/// Whether a path is one of the operator routes under `/__strand/` (not
+/// health, the Raft transport or a stream's integrity, which are not
+/// operator routes).
+fn is_operator_path(path: &str) -> bool {
+    path.strip_prefix("/__strand/").is_some_and(|rest| {
+        !rest.starts_with("integrity/") && !rest.starts_with("raft/") && rest != "health"
+    })
+}
+
+/// The bucket and stream name an extension route concerns.
+fn extension_scope(extension: &Extension) -> (String, String) {
+    use Extension as E;
+    match extension {
+        E::AppendBatch(id)
+        | E::Snapshot(id, _)
+        | E::Retention(id, _)
+        | E::Attrs(id)
+        | E::Bootstrap(id) => (id.bucket_id.clone(), stream_name(id)),
+        E::Transaction { bucket, affinity } => (bucket.clone(), format!("{affinity}/")),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use strand::BucketStreamId;
+
+    /// The status of a refused classification.
+    fn refused(method: &Method, path: &str, plane: Plane) -> StatusCode {
+        classify(method, path, plane, "default").unwrap_err().status
+    }
+
+    fn route(method: Method, path: &str) -> Route {
+        classify(&method, path, Plane::Client, "default").unwrap()
+    }
+
+    fn resource(bucket: &str, stream: Option<&str>, right: Right) -> Access<'static> {
+        Access::Resource {
+            bucket: Cow::Owned(bucket.to_owned()),
+            stream: stream.map(|s| Cow::Owned(s.to_owned())),
+            right,
+        }
+    }
+
+    #[test]
+    fn the_mount_and_the_bucketed_layout() {
+        let r = route(Method::GET, "/v1/stream/yjs/a/b");
+        assert!(matches!(&r, Route::Stream(n, Layout::DurableStreams) if n.name == "yjs/a/b"));
+        assert_eq!(
+            r.access(&Method::GET),
+            resource("default", Some("yjs/a/b"), Right::Read)
+        );
+        let r = route(Method::POST, "/acme/aff/s");
+        assert_eq!(
+            r,
+            Route::Stream(
+                Named {
+                    id: BucketStreamId::with_affinity("acme", "aff", "s"),
+                    name: "aff/s".to_owned()
+                },
+                Layout::Bucketed
+            )
+        );
+        assert_eq!(
+            r.access(&Method::POST),
+            resource("acme", Some("aff/s"), Right::Write)
+        );
+        let r = route(Method::PUT, "/acme");
+        assert_eq!(r, Route::Bucket("acme".to_owned()));
+        assert_eq!(r.access(&Method::PUT), resource("acme", None, Right::Write));
+        assert_eq!(
+            route(Method::HEAD, "/acme").access(&Method::HEAD),
+            resource("acme", None, Right::Read)
+        );
+    }
+
+    #[test]
+    fn extensions_need_a_right_on_their_stream() {
+        let r = route(Method::POST, "/acme/s/append-batch");
+        assert!(matches!(r, Route::Extension(Extension::AppendBatch(_))));
+        assert_eq!(
+            r.access(&Method::POST),
+            resource("acme", Some("s"), Right::Write)
+        );
+        let r = route(Method::POST, "/acme/aff/$transaction");
+        assert_eq!(
+            r.access(&Method::POST),
+            resource("acme", Some("aff/"), Right::Write)
+        );
+        let r = route(Method::GET, "/acme/s/snapshot/12");
+        assert_eq!(
+            r.access(&Method::GET),
+            resource("acme", Some("s"), Right::Read)
+        );
+    }
+
+    #[test]
+    fn the_servers_own_routes() {
+        assert_eq!(
+            route(Method::OPTIONS, "/anything").access(&Method::OPTIONS),
+            Access::Open
+        );
+        assert_eq!(route(Method::GET, "/__strand/health"), Route::Health);
+        assert_eq!(route(Method::HEAD, "/__strand/health"), Route::Health);
+        assert_eq!(
+            route(Method::POST, "/__strand/raft/batch"),
+            Route::Raft(RaftRoute::Batch)
+        );
+        assert_eq!(
+            route(Method::POST, "/__strand/raft/segment").access(&Method::POST),
+            Access::ClusterToken
+        );
+        assert_eq!(
+            route(Method::POST, "/__strand/raft/3/append"),
+            Route::Raft(RaftRoute::Message("3/append".to_owned()))
+        );
+        let r = route(Method::GET, "/__strand/integrity/acme/aff/s");
+        assert_eq!(
+            r.access(&Method::GET),
+            resource("acme", Some("aff/s"), Right::Read)
+        );
+        let r = route(Method::PUT, "/__strand/quota/acme");
+        assert_eq!(r.access(&Method::PUT), Access::Operator("acme"));
+        let r = route(Method::GET, "/__strand/cold");
+        assert_eq!(r.access(&Method::GET), Access::Operator("*"));
+    }
+
+    #[test]
+    fn the_admin_listener_serves_operator_routes_only() {
+        let admin = |method: &Method, path: &str| classify(method, path, Plane::Admin, "default");
+        let purge = admin(&Method::DELETE, "/__strand/purge/acme").unwrap();
+        assert_eq!(purge.access(&Method::DELETE), Access::Operator("acme"));
+        assert_eq!(
+            admin(&Method::GET, "/__strand/health").unwrap(),
+            Route::Health
+        );
+        for path in ["/v1/stream/a", "/acme/s", "/__strand/integrity/acme/s"] {
+            assert_eq!(
+                refused(&Method::GET, path, Plane::Admin),
+                StatusCode::NOT_FOUND,
+                "{path}"
+            );
+        }
+        // The Raft routes are the client listener's.
+        assert_eq!(
+            refused(&Method::POST, "/__strand/raft/batch", Plane::Admin),
+            StatusCode::NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        let client = |method: Method, path: &str| refused(&method, path, Plane::Client);
+        assert_eq!(client(Method::GET, "/"), StatusCode::NOT_FOUND);
+        assert_eq!(
+            client(Method::GET, "/__strand/nope/a/b"),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(client(Method::GET, "/acme/a/b/c"), StatusCode::NOT_FOUND);
+        assert_eq!(client(Method::GET, "/acme/%ff"), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            client(Method::GET, "/v1/stream/a//b"),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            client(Method::GET, "/v1/stream/__ds/x"),
+            StatusCode::NOT_FOUND
+        );
+    }
+}
