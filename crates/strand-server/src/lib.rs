@@ -31,6 +31,7 @@ pub mod query;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod subs;
 pub mod time;
 pub mod tls;
 
