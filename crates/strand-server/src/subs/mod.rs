@@ -1,3 +1,4 @@
-//! The reserved subscription API (PROTOCOL §6–7): the webhook signing key.
+//! The reserved subscription API (PROTOCOL §6–7): webhook signing keys and safe webhook delivery.
 
 pub mod signing;
+pub mod webhook;
