@@ -282,6 +282,11 @@ pub struct Config {
     /// with authentication on.
     #[arg(long)]
     pub cluster_token_file: Option<PathBuf>,
+    /// Webhook targets in this CIDR are allowed even though they are not
+    /// public (repeatable). Without it only publicly routable addresses
+    /// are.
+    #[arg(long = "webhook-allow", value_parser = parse_cidr)]
+    pub webhook_allow: Vec<ipnet::IpNet>,
 }
 
 /// The data directory of a server started without `--data-dir` or
@@ -314,6 +319,15 @@ fn parse_public_url(text: &str) -> Result<String, String> {
         ));
     }
     Ok(url.to_owned())
+}
+
+/// Parses a CIDR (`10.1.0.0/16`, `fd00::/8`) or a single address (as a
+/// /32 or /128).
+fn parse_cidr(text: &str) -> Result<ipnet::IpNet, String> {
+    let text = text.trim();
+    text.parse::<ipnet::IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{text:?}: expected a CIDR such as 10.1.0.0/16 or fd00::/8"))
 }
 
 /// Parses `ID=http://HOST:PORT`.
@@ -350,6 +364,11 @@ impl Config {
         let mut config = Cli::parse_from(["strand-server"]).config;
         config.listen = listen;
         config
+    }
+
+    /// Which webhook targets subscriptions may name (`--webhook-allow`).
+    pub fn webhook_policy(&self) -> crate::subs::webhook::WebhookPolicy {
+        crate::subs::webhook::WebhookPolicy::new(self.webhook_allow.clone())
     }
 
     /// The startup warning for a non-loopback address served without
@@ -552,5 +571,27 @@ mod tests {
         assert!(local.unauthenticated_warning(false).is_none());
         let v6 = Config::for_listen("[::1]:4437".parse().unwrap());
         assert!(v6.unauthenticated_warning(false).is_none());
+    }
+
+    #[test]
+    fn webhook_allow_takes_cidrs() {
+        let none = Cli::parse_from(["strand-server"]).config;
+        assert!(none.webhook_allow.is_empty());
+        assert!(!none.webhook_policy().allows("127.0.0.1".parse().unwrap()));
+        let cli = Cli::parse_from([
+            "strand-server",
+            "--webhook-allow",
+            "127.0.0.0/8",
+            "--webhook-allow=fd00::/8",
+            "--webhook-allow",
+            "10.1.2.3",
+        ]);
+        let policy = cli.config.webhook_policy();
+        for allowed in ["127.0.0.1", "fd00::1", "10.1.2.3"] {
+            assert!(policy.allows(allowed.parse().unwrap()), "{allowed}");
+        }
+        assert!(!policy.allows("10.1.2.4".parse().unwrap()));
+        assert!(Cli::try_parse_from(["strand-server", "--webhook-allow", "nope"]).is_err());
+        assert!(Cli::try_parse_from(["strand-server", "--webhook-allow", "10.0.0.0/33"]).is_err());
     }
 }
