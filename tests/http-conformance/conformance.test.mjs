@@ -31,5 +31,11 @@ if (authorization) {
   };
 }
 
+// CONFORMANCE_SUBSCRIPTIONS=1 also runs the suite's opt-in tests of the
+// reserved subscription API. One registers a webhook at 10.0.0.1, so they
+// run only inside a loopback-only network namespace: `cargo xtask
+// http-conformance --subscriptions` sets this there, and nowhere else.
+const subscriptions = process.env.CONFORMANCE_SUBSCRIPTIONS === "1";
+
 // Called at the top level: each top-level describe block is one area.
-runConformanceTests({ baseUrl, longPollTimeoutMs });
+runConformanceTests({ baseUrl, longPollTimeoutMs, subscriptions });

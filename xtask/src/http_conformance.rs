@@ -13,6 +13,16 @@
 //! writes a JSON report that is summarised per area (top-level `describe`
 //! block); the last line is `http-conformance: N passed, M failed`.
 //!
+//! `--subscriptions` also runs the suite's opt-in tests of the reserved
+//! subscription API (webhooks, pull-wake). One of them registers a webhook
+//! at `10.0.0.1` and expects a refusal, and a server that failed to refuse
+//! would send a request there, so these run only inside a network
+//! namespace that has nothing but loopback: everything that needs the
+//! network (npm ci, the build) happens first, then this binary runs itself
+//! again under `unshare --net --map-root-user` with a hidden flag, and
+//! inside, before anything else, checks that `lo` is its only interface.
+//! When no namespace can be had the run is refused, never done outside.
+//!
 //! `package.json` pins `vite` 8.3.8 beside vitest: vite 8.4.0 names an
 //! optional Windows package the registry does not serve, and `npm ci` then
 //! rejects the lockfile as out of sync.
@@ -80,11 +90,17 @@ struct Options {
     auth: bool,
     durable: bool,
     cluster: bool,
+    /// `--subscriptions`: the opt-in subscription tests too, in a network
+    /// namespace.
+    subscriptions: bool,
+    /// The hidden `--inside-netns`: this process is the run inside the
+    /// namespace that `--subscriptions` made.
+    inside_netns: bool,
     allow_fail_areas: Vec<String>,
 }
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
+pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--subscriptions] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
 
 /// Set by `--debug-build`: run the debug `strand-server` that
 /// `cargo test --workspace` builds instead of a release build. `cargo xtask
@@ -97,6 +113,13 @@ static DEBUG_BUILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 pub(crate) fn use_debug_build() {
     DEBUG_BUILD.store(true, std::sync::atomic::Ordering::Relaxed);
 }
+
+/// Set inside the network namespace of `--subscriptions`: the outer run
+/// has built `strand-server` already, and cargo gets no network here.
+static PREBUILT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The hidden flag of the run inside the network namespace.
+const INSIDE_NETNS_FLAG: &str = "--inside-netns";
 
 /// Set by `cargo xtask loadtest --pin`: the CPUs (a `taskset -c` list) on
 /// which every server this process starts runs; unset, the kernel places
@@ -134,6 +157,9 @@ pub(crate) fn server_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
 /// is rebuilt after it).
 fn build_strand(root: &Path) -> Result<PathBuf, String> {
     let mut build = cargo(root);
+    if PREBUILT.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(strand_binary(root));
+    }
     if DEBUG_BUILD.load(std::sync::atomic::Ordering::Relaxed) {
         build.args(["test", "--workspace", "--no-run"]);
     } else {
@@ -150,6 +176,8 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         auth: false,
         durable: false,
         cluster: false,
+        subscriptions: false,
+        inside_netns: false,
         allow_fail_areas: Vec::new(),
     };
     let mut args = args.iter();
@@ -182,6 +210,8 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--auth" if inline.is_none() => options.auth = true,
             "--durable" if inline.is_none() => options.durable = true,
             "--cluster" if inline.is_none() => options.cluster = true,
+            "--subscriptions" if inline.is_none() => options.subscriptions = true,
+            INSIDE_NETNS_FLAG if inline.is_none() => options.inside_netns = true,
             "--debug-build" if inline.is_none() => use_debug_build(),
             _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
         }
@@ -202,6 +232,19 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), String> {
     let options = parse_options(args)?;
     let work = target_dir(root).join("http-conformance");
+    if options.inside_netns && !options.subscriptions {
+        return Err(format!(
+            "{INSIDE_NETNS_FLAG} is internal to --subscriptions"
+        ));
+    }
+    if options.subscriptions && !options.inside_netns {
+        return run_in_netns(root, &work, args, &options);
+    }
+    if options.inside_netns {
+        only_loopback()?;
+        PREBUILT.store(true, std::sync::atomic::Ordering::Relaxed);
+        println!("xtask: in a network namespace with loopback only");
+    }
     prepare_packages(root, &work)?;
 
     if options.auth && options.server != Server::Strand {
@@ -226,6 +269,10 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
             Err(e) => return Err(format!("cannot remove {}: {e}", data.display())),
         }
         extra.extend(["--data-dir".into(), data.display().to_string()]);
+    }
+    if options.subscriptions {
+        // The suite's webhook receivers listen on 127.0.0.1.
+        extra.extend(["--webhook-allow".into(), "127.0.0.0/8".into()]);
     }
     if options.cluster && (options.server != Server::Strand || options.auth) {
         return Err("--cluster runs against strand-server without --auth only".into());
@@ -260,7 +307,12 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
             work.join("strand-server.log"),
             &extra,
         )?,
-        Server::Node => start_node(&work, LONG_POLL_TIMEOUT_MS, work.join("node-server.log"))?,
+        Server::Node => start_node_with(
+            &work,
+            LONG_POLL_TIMEOUT_MS,
+            work.join("node-server.log"),
+            options.subscriptions,
+        )?,
         Server::Electric => {
             loadtest::ensure_peer(root, &loadtest::ELECTRIC)?;
             loadtest::start_electric_at(
@@ -295,7 +347,13 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
         Err(e) => return Err(format!("cannot remove {}: {e}", report_path.display())),
     }
     let started = Instant::now();
-    run_vitest(&work, &server.url, &report_path, authorization.as_deref())?;
+    run_vitest(
+        &work,
+        &server.url,
+        &report_path,
+        authorization.as_deref(),
+        options.subscriptions,
+    )?;
     let secs = started.elapsed().as_secs_f64();
 
     if options.keep {
@@ -321,6 +379,96 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
     })?;
     let areas = summarize(&report)?;
     print_report(&areas, &options, secs)
+}
+
+/// `--subscriptions`, outside: installs the packages and builds the server
+/// while the network is there, makes sure a network namespace can be
+/// created, then runs this binary again inside one (loopback up, nothing
+/// else) with the same arguments and [`INSIDE_NETNS_FLAG`].
+fn run_in_netns(
+    root: &Path,
+    work: &Path,
+    args: &[String],
+    options: &Options,
+) -> Result<(), String> {
+    if options.server == Server::Electric || options.cluster {
+        return Err(
+            "--subscriptions runs against strand-server or the node server, without --cluster"
+                .into(),
+        );
+    }
+    prepare_packages(root, work)?;
+    if options.server == Server::Strand {
+        build_strand(root)?;
+    }
+    let probe = Command::new("unshare")
+        .args(["--net", "--map-root-user", "sh", "-c", "ip link set lo up"])
+        .stdin(Stdio::null())
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => {
+            return Err(format!(
+                "--subscriptions needs a network namespace, and `unshare --net --map-root-user sh -c \
+                 'ip link set lo up'` failed ({}): {}; the subscription tests are not run outside one",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "--subscriptions needs a network namespace and cannot run `unshare` ({e}); \
+                 the subscription tests are not run outside one"
+            ));
+        }
+    }
+    let me = std::env::current_exe().map_err(|e| format!("cannot find this xtask binary: {e}"))?;
+    let mut cmd = Command::new("unshare");
+    cmd.current_dir(root)
+        .args(["--net", "--map-root-user", "sh", "-c"])
+        .arg(r#"ip link set lo up && exec "$0" "$@""#)
+        .arg(me)
+        .arg("http-conformance")
+        .args(args)
+        .arg(INSIDE_NETNS_FLAG);
+    println!("xtask: running the suite in a network namespace with loopback only");
+    let shown = format!("{cmd:?}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        // The run inside has printed its summary or its error.
+        Err(String::new())
+    }
+}
+
+/// Inside the namespace: refuses to go on unless `lo` is the only network
+/// interface this process sees (`/proc/self/net/dev`, which belongs to the
+/// process's network namespace, unlike `/sys/class/net`).
+fn only_loopback() -> Result<(), String> {
+    let dev = fs::read_to_string("/proc/self/net/dev")
+        .map_err(|e| format!("cannot list the network interfaces: {e}"))?;
+    let others = interfaces_besides_loopback(&dev);
+    if others.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{INSIDE_NETNS_FLAG}: this is not a loopback-only network namespace (interfaces: {}); \
+             run `cargo xtask http-conformance --subscriptions`",
+            others.join(", ")
+        ))
+    }
+}
+
+/// The interfaces of a `/proc/net/dev` listing other than `lo`.
+fn interfaces_besides_loopback(dev: &str) -> Vec<String> {
+    dev.lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, _)| name.trim().to_owned())
+        .filter(|name| name != "lo")
+        .collect()
 }
 
 /// Copies the package files into `work` and runs `npm ci` when
@@ -573,11 +721,26 @@ pub(crate) fn start_node(
     long_poll_ms: u64,
     log: PathBuf,
 ) -> Result<ServerGuard, String> {
+    start_node_with(work, long_poll_ms, log, false)
+}
+
+/// Starts the node reference server script of `work`, with webhook
+/// subscriptions enabled when `webhooks` (its `webhooks` option; off, it
+/// refuses every `type: webhook` subscription).
+fn start_node_with(
+    work: &Path,
+    long_poll_ms: u64,
+    log: PathBuf,
+    webhooks: bool,
+) -> Result<ServerGuard, String> {
     let mut cmd = server_command("node");
     cmd.current_dir(work)
         .arg("node-server.mjs")
         .env("LONG_POLL_TIMEOUT_MS", long_poll_ms.to_string())
         .env("PORT", "0");
+    if webhooks {
+        cmd.env("WEBHOOKS", "1");
+    }
     spawn_server(
         Server::Node,
         cmd,
@@ -801,6 +964,7 @@ fn run_vitest(
     url: &str,
     report: &Path,
     authorization: Option<&str>,
+    subscriptions: bool,
 ) -> Result<(), String> {
     let mut cmd = Command::new("npx");
     cmd.current_dir(work)
@@ -814,6 +978,9 @@ fn run_vitest(
             LONG_POLL_TIMEOUT_MS.to_string(),
         )
         .stdin(Stdio::null());
+    if subscriptions {
+        cmd.env("CONFORMANCE_SUBSCRIPTIONS", "1");
+    }
     // Shown before the token is added: error messages never carry it.
     let shown = format!("{cmd:?}");
     if let Some(value) = authorization {
@@ -1001,7 +1168,19 @@ mod tests {
         assert!(parse_options(&args(&["--server", "go"])).is_err());
         assert!(parse_options(&args(&["--server"])).is_err());
         assert!(parse_options(&args(&["--bogus"])).is_err());
+        let o = parse_options(&args(&["--subscriptions", "--server=node"]))?;
+        assert!(o.subscriptions && !o.inside_netns);
+        assert!(parse_options(&args(&["--subscriptions=yes"])).is_err());
         Ok(())
+    }
+
+    #[test]
+    fn netns_interfaces() {
+        let inside =
+            "Inter-|   Receive |  Transmit\n face |bytes    packets\n    lo:       0       0\n";
+        assert!(interfaces_besides_loopback(inside).is_empty());
+        let host = format!("{inside}  eth0: 1 2 3\ndocker0: 4 5\n");
+        assert_eq!(interfaces_besides_loopback(&host), ["eth0", "docker0"]);
     }
 
     #[test]

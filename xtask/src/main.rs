@@ -59,6 +59,7 @@ fn print_help() {
     println!();
     println!("tasks:");
     println!("  ci       fmt, clippy, doc, http-conformance without and with authentication");
+    println!("           and with the subscription tests (in a network namespace)");
     println!("           (every test must pass), apps (every check must pass), tests (with");
     println!("           insta checks),");
     println!("           components (tests/components, each built with its one strand crate),");
@@ -69,7 +70,7 @@ fn print_help() {
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
     println!(
-        "  http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--keep] [--allow-fail-area PREFIX]..."
+        "  http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--subscriptions] [--keep] [--allow-fail-area PREFIX]..."
     );
     println!("           run the official Durable Streams HTTP suite (npm, pinned in");
     println!("           tests/http-conformance) against strand-server (default; built in");
@@ -82,7 +83,9 @@ fn print_help() {
     println!("           starts strand-server with authentication on and adds a token to");
     println!("           every request of the suite; --durable runs strand-server with");
     println!("           --data-dir (a fresh directory under target/http-conformance);");
-    println!("           --cluster against node 2 of a three-node loopback cluster");
+    println!("           --cluster against node 2 of a three-node loopback cluster;");
+    println!("           --subscriptions adds the opt-in subscription tests, run inside a");
+    println!("           loopback-only network namespace (unshare --net; refused without)");
     println!("  apps [--server strand|node] [--only NAME] [--debug-build]");
     println!("           the protocol's ecosystem libraries (tests/apps, pinned) against");
     println!("           strand-server --memory (release; debug with --debug-build) or the");
@@ -257,6 +260,10 @@ fn ci(root: &Path) -> Result<(), String> {
             run: step_http_conformance_auth,
         },
         Step {
+            name: "http-conformance-subscriptions",
+            run: step_http_conformance_subscriptions,
+        },
+        Step {
             name: "apps",
             run: step_apps,
         },
@@ -352,6 +359,12 @@ fn step_http_conformance(root: &Path) -> Result<(), String> {
 /// through the test file's header injector.
 fn step_http_conformance_auth(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(root, &["--auth".into(), "--debug-build".into()])
+}
+
+/// The suite with its opt-in subscription tests (webhooks, pull-wake),
+/// inside a loopback-only network namespace.
+fn step_http_conformance_subscriptions(root: &Path) -> Result<(), String> {
+    http_conformance::http_conformance(root, &["--subscriptions".into(), "--debug-build".into()])
 }
 
 /// The ecosystem libraries' checks (`cargo xtask apps`) against the debug
