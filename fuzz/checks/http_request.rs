@@ -648,6 +648,11 @@ async fn service(requests: Vec<Parsed>) {
         cold: None,
         plane: strand_server::state::Plane::Client,
         disk: None,
+        subs: strand_server::subs::Subscriptions::new(
+            engine.clone(),
+            &config.default_bucket,
+            config.webhook_policy(),
+        ),
     };
     let mut boundaries = Boundaries::default();
     let setup = SETUP_REQUESTS.with(Vec::clone);

@@ -281,7 +281,7 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
     // node under test (node 2), killed when the run ends.
     let mut cluster_guards = Vec::new();
     if options.cluster {
-        let (node2, others) = start_cluster(root, &work)?;
+        let (node2, others) = start_cluster(root, &work, &extra)?;
         cluster_guards = others;
         extra = node2;
     }
@@ -391,11 +391,8 @@ fn run_in_netns(
     args: &[String],
     options: &Options,
 ) -> Result<(), String> {
-    if options.server == Server::Electric || options.cluster {
-        return Err(
-            "--subscriptions runs against strand-server or the node server, without --cluster"
-                .into(),
-        );
+    if options.server == Server::Electric {
+        return Err("--subscriptions runs against strand-server or the node server".into());
     }
     prepare_packages(root, work)?;
     if options.server == Server::Strand {
@@ -642,9 +639,13 @@ fn cluster_node_args(
 }
 
 /// Starts nodes 1 and 3 of a three-node cluster on free loopback ports
-/// (fresh data directories under `work`) and returns node 2's arguments,
-/// for the node the suite talks to.
-fn start_cluster(root: &Path, work: &Path) -> Result<(Vec<String>, Vec<ServerGuard>), String> {
+/// (fresh data directories under `work`, `extra` arguments for every
+/// node) and returns node 2's arguments, for the node the suite talks to.
+fn start_cluster(
+    root: &Path,
+    work: &Path,
+    extra: &[String],
+) -> Result<(Vec<String>, Vec<ServerGuard>), String> {
     build_strand(root)?;
     let ports = cluster_ports()?;
     let mut guards = Vec::new();
@@ -655,13 +656,12 @@ fn start_cluster(root: &Path, work: &Path) -> Result<(Vec<String>, Vec<ServerGua
             &ports,
             id,
             LONG_POLL_TIMEOUT_MS,
-            &[],
+            extra,
         )?);
     }
-    Ok((
-        cluster_node_args(work, &ports, 2, LONG_POLL_TIMEOUT_MS)?,
-        guards,
-    ))
+    let mut node2 = cluster_node_args(work, &ports, 2, LONG_POLL_TIMEOUT_MS)?;
+    node2.extend_from_slice(extra);
+    Ok((node2, guards))
 }
 
 /// Starts node `id` of a three-node cluster on `ports` (log

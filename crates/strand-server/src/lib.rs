@@ -4,7 +4,8 @@
 //! It owns HTTP: the configuration from the command line (`config`),
 //! connections below HTTP with their timeouts (`conn`) and TLS (`tls`),
 //! request parsing and validation (`headers`, `query`, `offsets`, `body`),
-//! stream names under the mount and their ids (`names`),
+//! stream names under the mount and their ids (`names`), the protocol's
+//! subscriptions (`subs`),
 //! the JSON mode's wire form (`json_mode`), SSE framing (`sse`), live
 //! reads (`live`), instants in headers and the long-poll cursor (`time`),
 //! CORS and security headers (`cors`), tokens and rights (`auth`),
@@ -88,9 +89,20 @@ fn app_state(
     if let Some(tier) = &cold {
         tier.install(&engine);
     }
+    let subs = subs::Subscriptions::new(
+        engine.clone(),
+        &config.default_bucket,
+        config.webhook_policy(),
+    );
+    // The dispatcher links written streams to subscriptions and delivers
+    // their wakes; it ends with the server.
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(Arc::clone(&subs).run(shutdown.clone()));
+    }
     AppState {
         engine,
         shutdown,
+        subs,
         limits: Arc::new(limits::Limits::new(
             config.rate_limit_per_token,
             config.max_live_readers_per_token,

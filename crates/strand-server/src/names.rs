@@ -98,7 +98,7 @@ pub fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
     }
     if segments.first().is_some_and(|s| s == RESERVED_SEGMENT) {
         return Err(ApiError::not_found(
-            "/v1/stream/__ds/ is reserved for the protocol's subscription API, which this server does not serve",
+            "/v1/stream/__ds/ is reserved for the protocol's subscription API (docs/subscriptions.md), not a stream",
         ));
     }
     let id = direct(bucket, &segments).unwrap_or_else(|| hashed(bucket, &canonical));

@@ -36,6 +36,8 @@ pub struct AppState {
     pub plane: Plane,
     /// The data directory's free-space reserve; `None` in memory.
     pub disk: Option<Arc<strand_cold::DiskSpace>>,
+    /// The node's subscriptions (`/v1/stream/__ds/`).
+    pub subs: Arc<crate::subs::Subscriptions>,
 }
 
 /// The listener a request came in on, which decides the routes it may use.

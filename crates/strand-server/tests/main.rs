@@ -21,4 +21,5 @@ mod live;
 mod partition;
 mod protocol;
 mod safety;
+mod subscriptions;
 mod tls;

@@ -206,7 +206,18 @@ async fn dispatch(state: AppState, request: Request) -> Result<Response, ApiErro
                 subject: subject.clone(),
             };
             let query = parts.uri.query().map(str::to_owned);
-            stream::handle(state, target, parts.method, query, parts.headers, body).await
+            let writes = parts.method == Method::PUT || parts.method == Method::POST;
+            let subs = writes.then(|| std::sync::Arc::clone(&state.subs));
+            let result =
+                stream::handle(state, target, parts.method, query, parts.headers, body).await;
+            // A write on the mount may concern a subscription.
+            if let Some(subs) = subs
+                && layout == Layout::DurableStreams
+                && result.as_ref().is_ok_and(|r| r.status().is_success())
+            {
+                subs.written(&named.name);
+            }
+            result
         }
         Route::Integrity(named) => admin::integrity(&state, request.method(), named.id).await,
         Route::Operator { rest, .. } => {
@@ -217,6 +228,21 @@ async fn dispatch(state: AppState, request: Request) -> Result<Response, ApiErro
         Route::Extension(extension) => {
             let (parts, body) = request.into_parts();
             extensions::handle(&state, extension, &parts.method, &parts.headers, body).await
+        }
+        Route::Subscriptions { rest, .. } => {
+            let (parts, body) = request.into_parts();
+            let base = stream::base_url(&state.config, &parts.headers, parts.uri.authority());
+            let subs = std::sync::Arc::clone(&state.subs);
+            Ok(crate::subs::api::handle(
+                &state,
+                &subs,
+                &parts.method,
+                &rest,
+                &parts.headers,
+                body,
+                base,
+            )
+            .await)
         }
     };
     let mut response = match result {

@@ -330,9 +330,20 @@ async fn create_fork(
 /// (https with TLS) and the request's host (its `Host` header, or the
 /// authority of an HTTP/2 request), else the listen address.
 fn location(config: &crate::config::Config, headers: &HeaderMap, target: &StreamRequest) -> String {
-    let path = &target.path;
+    let base = base_url(config, headers, target.authority.as_ref());
+    format!("{base}{}", target.path)
+}
+
+/// The URL clients reach this server at, without a trailing slash: the
+/// public URL, else the request's `Host` (or an HTTP/2 request's
+/// authority), else the listen address; `https` with TLS.
+pub(crate) fn base_url(
+    config: &crate::config::Config,
+    headers: &HeaderMap,
+    authority: Option<&axum::http::uri::Authority>,
+) -> String {
     if let Some(public) = &config.public_url {
-        return format!("{}{path}", public.trim_end_matches('/'));
+        return public.trim_end_matches('/').to_owned();
     }
     let scheme = if config.tls_cert.is_some() {
         "https"
@@ -340,10 +351,10 @@ fn location(config: &crate::config::Config, headers: &HeaderMap, target: &Stream
         "http"
     };
     match headers.get(header::HOST).and_then(|v| v.to_str().ok()) {
-        Some(host) => format!("{scheme}://{host}{path}"),
-        None => match &target.authority {
-            Some(authority) => format!("{scheme}://{authority}{path}"),
-            None => format!("{scheme}://{}{path}", config.listen),
+        Some(host) => format!("{scheme}://{host}"),
+        None => match authority {
+            Some(authority) => format!("{scheme}://{authority}"),
+            None => format!("{scheme}://{}", config.listen),
         },
     }
 }

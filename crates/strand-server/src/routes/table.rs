@@ -52,6 +52,13 @@ pub enum Route {
     Bucket(String),
     /// An extension route of the bucketed layout.
     Extension(Extension),
+    /// The protocol's subscription API.
+    Subscriptions {
+        /// The default bucket, whose rights the management routes need.
+        bucket: String,
+        /// The decoded path after `/v1/stream/__ds/`.
+        rest: Vec<String>,
+    },
 }
 
 /// The Raft transport's routes.
@@ -121,6 +128,15 @@ pub fn classify(
     if plane == Plane::Admin && !is_operator_path(path) {
         return Err(ApiError::not_found(ADMIN_LISTENER_ONLY));
     }
+    if let Some(rest) = path.strip_prefix(DS_PREFIX).and_then(|p| {
+        p.strip_prefix(crate::names::RESERVED_SEGMENT)
+            .filter(|r| r.is_empty() || r.starts_with('/'))
+    }) {
+        return Ok(Route::Subscriptions {
+            bucket: default_bucket.to_owned(),
+            rest: segments(rest)?,
+        });
+    }
     if let Some(name) = path.strip_prefix(DS_PREFIX) {
         let named = crate::names::mount_stream(default_bucket, name)?;
         return Ok(Route::Stream(named, Layout::DurableStreams));
@@ -175,6 +191,19 @@ impl Route {
                 bucket: Cow::Borrowed(bucket),
                 stream: None,
                 right,
+            },
+            // The wake routes carry the wake's own bearer token, checked
+            // by their handlers; the JWKS is public.
+            Self::Subscriptions { bucket, rest } => match rest.as_slice() {
+                [file] if file == "jwks.json" => Access::Open,
+                [_, _, action] if ["callback", "ack", "release"].contains(&action.as_str()) => {
+                    Access::Open
+                }
+                _ => Access::Resource {
+                    bucket: Cow::Borrowed(bucket),
+                    stream: None,
+                    right,
+                },
             },
             Self::Extension(extension) => {
                 let (bucket, name) = extension_scope(extension);
@@ -371,8 +400,40 @@ mod tests {
             StatusCode::BAD_REQUEST
         );
         assert_eq!(
-            client(Method::GET, "/v1/stream/__ds/x"),
-            StatusCode::NOT_FOUND
+            client(Method::GET, "/v1/stream/__dsx/%ff"),
+            StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[test]
+    fn the_subscription_api() {
+        let r = route(Method::PUT, "/v1/stream/__ds/subscriptions/s%2F1");
+        assert_eq!(
+            r,
+            Route::Subscriptions {
+                bucket: "default".to_owned(),
+                rest: vec!["subscriptions".to_owned(), "s/1".to_owned()]
+            }
+        );
+        assert_eq!(
+            r.access(&Method::PUT),
+            resource("default", None, Right::Write)
+        );
+        for open in [
+            "/v1/stream/__ds/jwks.json",
+            "/v1/stream/__ds/subscriptions/s/callback",
+            "/v1/stream/__ds/subscriptions/s/ack",
+            "/v1/stream/__ds/subscriptions/s/release",
+        ] {
+            assert_eq!(
+                route(Method::POST, open).access(&Method::POST),
+                Access::Open,
+                "{open}"
+            );
+        }
+        assert_eq!(
+            route(Method::POST, "/v1/stream/__ds/subscriptions/s/claim").access(&Method::POST),
+            resource("default", None, Right::Write)
         );
     }
 }

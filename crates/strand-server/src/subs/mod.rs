@@ -1,4 +1,623 @@
-//! The reserved subscription API (PROTOCOL §6–7): webhook signing keys and safe webhook delivery.
+//! The protocol's subscription API (PROTOCOL §6–7, `docs/subscriptions.md`):
+//! webhook and pull-wake subscriptions over streams of the mount, chosen
+//! by glob or by name, woken with generation-fenced, leased wakes.
+//!
+//! Subscriptions are replicated like everything else: they live as events
+//! in one JSON stream of the reserved bucket `__strand`
+//! ([`REGISTRY_STREAM`]), and every node folds that stream into the same
+//! [`model::Registry`]. A change is decided against the folded state and
+//! appended only if no other event came first (`record_match` on the
+//! stream's next record), else decided again — so decisions made on any
+//! node are serialized by the stream's group log, and a subscription
+//! survives restarts and leader changes with its streams, acks and
+//! generation.
+//!
+//! Each node runs a dispatcher ([`Subscriptions::run`]) that links the
+//! mount's streams written on it to the subscriptions that match, opens a
+//! wake when a subscription has unacknowledged data and no open wake (or
+//! its lease ran out), and delivers it: a signed `POST` for a webhook, an
+//! event appended to the wake stream for a pull-wake.
 
+pub mod api;
+pub mod model;
 pub mod signing;
+pub mod token;
 pub mod webhook;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use strand::{BucketStreamId, StreamCommand, StreamErrorCode, StreamResponse};
+use strand_engine::{Engine, ReadFrom, WriteRequest};
+use tokio::sync::{Mutex, Notify};
+
+use crate::errors::ApiError;
+use model::{Event, Kind, LinkType, Registry};
+
+/// The bucket of the server's own streams (`/__strand/…` is no bucket
+/// route, so clients cannot address it).
+pub const SYSTEM_BUCKET: &str = "__strand";
+/// The registry stream, in [`SYSTEM_BUCKET`].
+pub const REGISTRY_STREAM: &str = "subscriptions";
+/// How many times a change is decided again when another node's event
+/// came first.
+const MAX_ATTEMPTS: usize = 16;
+/// The most distinct stream names waiting for the dispatcher; beyond it,
+/// writes are not linked until it catches up (their next write is).
+const MAX_DIRTY: usize = 100_000;
+/// How long one webhook delivery may take.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The dispatcher's pass when nothing wakes it earlier.
+const IDLE_PASS: Duration = Duration::from_secs(5);
+
+/// The registry as this node has folded it.
+#[derive(Debug, Default)]
+struct Folded {
+    registry: Registry,
+    /// The registry stream's byte offset folded up to.
+    offset: u64,
+    /// Records (events) folded: the stream's next record.
+    records: u64,
+}
+
+/// A node's subscriptions: the folded registry, the dispatcher's inputs
+/// and what delivering needs.
+pub struct Subscriptions {
+    engine: Engine,
+    id: BucketStreamId,
+    default_bucket: String,
+    folded: Mutex<Folded>,
+    /// Whether any subscription exists (the write path's fast check).
+    any: AtomicBool,
+    dirty: std::sync::Mutex<BTreeSet<String>>,
+    /// Look at every subscription in the next pass, not only those the
+    /// written streams concern (a change through the API asked for it).
+    full: AtomicBool,
+    notify: Notify,
+    policy: webhook::WebhookPolicy,
+}
+
+impl std::fmt::Debug for Subscriptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriptions")
+            .field("any", &self.any.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Subscriptions {
+    /// A node's subscriptions over `engine`; webhook targets checked by
+    /// `policy`.
+    pub fn new(engine: Engine, default_bucket: &str, policy: webhook::WebhookPolicy) -> Arc<Self> {
+        Arc::new(Self {
+            engine,
+            id: BucketStreamId::new(SYSTEM_BUCKET, REGISTRY_STREAM),
+            default_bucket: default_bucket.to_owned(),
+            folded: Mutex::new(Folded::default()),
+            any: AtomicBool::new(true),
+            dirty: std::sync::Mutex::new(BTreeSet::new()),
+            full: AtomicBool::new(true),
+            notify: Notify::new(),
+            policy,
+        })
+    }
+
+    /// The default bucket, where the mount's streams live.
+    pub fn default_bucket(&self) -> &str {
+        &self.default_bucket
+    }
+
+    /// The webhook policy.
+    pub fn policy(&self) -> &webhook::WebhookPolicy {
+        &self.policy
+    }
+
+    /// Notes a write to a stream of the mount (its canonical name): the
+    /// dispatcher links it to matching subscriptions and wakes them.
+    pub fn written(&self, name: &str) {
+        if !self.any.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(mut dirty) = self.dirty.lock()
+            && (dirty.len() < MAX_DIRTY || dirty.contains(name))
+        {
+            dirty.insert(name.to_owned());
+        }
+        self.notify.notify_one();
+    }
+
+    /// Asks the dispatcher for a pass over every subscription now.
+    pub fn poke(&self) {
+        self.full.store(true, Ordering::Relaxed);
+        self.notify.notify_one();
+    }
+
+    /// Reads `f` up to the registry stream's tail.
+    async fn catch_up(&self, f: &mut Folded) -> Result<(), ApiError> {
+        loop {
+            let outcome = self
+                .engine
+                .read(self.id.clone(), ReadFrom::Offset(f.offset), 1 << 20)
+                .await?;
+            let read = match outcome {
+                Ok(read) => read,
+                Err(response)
+                    if matches!(
+                        response.error_code(),
+                        Some(StreamErrorCode::StreamNotFound | StreamErrorCode::BucketNotFound)
+                    ) =>
+                {
+                    break;
+                }
+                Err(response) => {
+                    return Err(ApiError::from_machine(
+                        &response,
+                        crate::errors::Layout::Bucketed,
+                    ));
+                }
+            };
+            let mut bytes = Vec::with_capacity(usize::try_from(read.len()).unwrap_or(0));
+            for slice in &read.slices {
+                bytes.extend_from_slice(slice);
+            }
+            // Whole events only: a page may end inside one.
+            let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            for line in bytes[..whole]
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+            {
+                match serde_json::from_slice::<Event>(line) {
+                    Ok(event) => f.registry.apply(&event),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "subscriptions: an event the registry cannot read is skipped")
+                    }
+                }
+                f.records += 1;
+            }
+            f.offset += whole as u64;
+            if read.up_to_date && whole == bytes.len() {
+                break;
+            }
+            if whole == 0 {
+                break;
+            }
+        }
+        self.any
+            .store(!f.registry.subs.is_empty(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Appends `events` if no event came since `f` was folded; `false`
+    /// when one did (decide again).
+    async fn commit(&self, f: &mut Folded, events: &[Event]) -> Result<bool, ApiError> {
+        let mut payload = BytesMut::new();
+        for event in events {
+            let json = serde_json::to_vec(event).map_err(|e| {
+                ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+            })?;
+            payload.put_slice(&json);
+            payload.put_u8(b'\n');
+        }
+        let payload = payload.freeze();
+        if f.records == 0 && f.offset == 0 {
+            let created = self
+                .engine
+                .create_stream(
+                    StreamCommand::CreateStream {
+                        stream_id: self.id.clone(),
+                        content_type: "application/json".to_owned(),
+                        initial_payload: Bytes::new(),
+                        close_after: false,
+                        stream_seq: None,
+                        producer: None,
+                        stream_ttl_seconds: None,
+                        stream_expires_at_ms: None,
+                        attrs: None,
+                        now_ms: self.engine.now_ms(),
+                    },
+                    false,
+                )
+                .await?;
+            match created {
+                StreamResponse::Created { .. } | StreamResponse::AlreadyExists { .. } => {}
+                other => {
+                    return Err(ApiError::from_machine(
+                        &other,
+                        crate::errors::Layout::Bucketed,
+                    ));
+                }
+            }
+        }
+        let outcome = self
+            .engine
+            .write(WriteRequest {
+                stream_id: self.id.clone(),
+                content_type: Some("application/json".to_owned()),
+                media_type_match: false,
+                payload,
+                close: false,
+                stream_seq: None,
+                producer: None,
+                record_match: Some(f.records),
+            })
+            .await?;
+        match outcome.response {
+            StreamResponse::Appended { next_offset, .. } => {
+                for event in events {
+                    f.registry.apply(event);
+                }
+                f.records += events.len() as u64;
+                f.offset = next_offset;
+                self.any
+                    .store(!f.registry.subs.is_empty(), Ordering::Relaxed);
+                Ok(true)
+            }
+            other if other.error_code() == Some(StreamErrorCode::RecordPreconditionFailed) => {
+                Ok(false)
+            }
+            other => Err(ApiError::from_machine(
+                &other,
+                crate::errors::Layout::Bucketed,
+            )),
+        }
+    }
+
+    /// Decides a change against the current registry and commits it:
+    /// `decide` returns the events to append and the answer; it runs again
+    /// when another node's event came first.
+    pub async fn transact<T>(
+        &self,
+        mut decide: impl FnMut(&Registry, u64) -> Result<(Vec<Event>, T), ApiError>,
+    ) -> Result<T, ApiError> {
+        let mut f = self.folded.lock().await;
+        for _ in 0..MAX_ATTEMPTS {
+            self.catch_up(&mut f).await?;
+            let (events, answer) = decide(&f.registry, self.engine.now_ms())?;
+            if events.is_empty() || self.commit(&mut f, &events).await? {
+                return Ok(answer);
+            }
+        }
+        Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "the subscription registry kept changing; try again",
+        )
+        .with_header(axum::http::header::RETRY_AFTER, "1"))
+    }
+
+    /// Reads the registry, caught up.
+    pub async fn view<T>(&self, look: impl FnOnce(&Registry) -> T) -> Result<T, ApiError> {
+        let mut f = self.folded.lock().await;
+        self.catch_up(&mut f).await?;
+        Ok(look(&f.registry))
+    }
+
+    /// The shared secret, written by the first node that needs it.
+    pub async fn seed(&self) -> Result<[u8; 32], ApiError> {
+        self.transact(|registry, _| match registry.seed {
+            Some(seed) => Ok((vec![], seed)),
+            None => {
+                let key = signing::SigningKey::generate();
+                let seed = key.seed();
+                Ok((
+                    vec![Event::Key {
+                        seed: model::seed_hex(&seed),
+                    }],
+                    seed,
+                ))
+            }
+        })
+        .await
+    }
+
+    /// A stream's tail, 0 when it does not exist.
+    pub async fn tail(&self, name: &str) -> u64 {
+        let Ok(named) = crate::names::mount_stream(&self.default_bucket, name) else {
+            return 0;
+        };
+        match self.engine.head(named.id).await {
+            Ok(Some(meta)) => meta.tail_offset,
+            _ => 0,
+        }
+    }
+
+    /// The dispatcher: runs until `shutdown` turns true.
+    pub async fn run(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            let next = match self.pass().await {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::warn!(error = %e.message, "subscriptions: a dispatcher pass failed");
+                    Some(Duration::from_secs(1))
+                }
+            };
+            let sleep = next.unwrap_or(IDLE_PASS).min(IDLE_PASS);
+            tokio::select! {
+                () = self.notify.notified() => {}
+                () = tokio::time::sleep(sleep) => {}
+                _ = shutdown.changed() => {}
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+        }
+    }
+
+    /// One pass: link written streams, end expired wakes, open and deliver
+    /// wakes. Returns how soon the next lease ends.
+    async fn pass(self: &Arc<Self>) -> Result<Option<Duration>, ApiError> {
+        let dirty: Vec<String> = match self.dirty.lock() {
+            Ok(mut dirty) => std::mem::take(&mut *dirty).into_iter().collect(),
+            Err(_) => Vec::new(),
+        };
+        // Link: new matches of written streams.
+        if !dirty.is_empty() {
+            self.transact(|registry, _| {
+                let mut events = Vec::new();
+                for (id, sub) in &registry.subs {
+                    let Some(pattern) = &sub.spec.pattern else {
+                        continue;
+                    };
+                    let streams: Vec<(String, Option<u64>)> = dirty
+                        .iter()
+                        .filter(|name| {
+                            model::glob_match(pattern, name)
+                                && !sub.links.get(*name).is_some_and(|l| l.glob)
+                        })
+                        .map(|name| (name.clone(), sub.links.get(name).and_then(|l| l.acked)))
+                        .collect();
+                    if !streams.is_empty() {
+                        events.push(Event::Link {
+                            id: id.clone(),
+                            link_type: LinkType::Glob,
+                            streams,
+                        });
+                    }
+                }
+                Ok((events, ()))
+            })
+            .await?;
+        }
+        // Which subscriptions may need a wake, with their streams: those a
+        // written stream belongs to and those whose wake's lease ran out
+        // (every one after a change through the API).
+        let full = self.full.swap(false, Ordering::Relaxed);
+        let candidates: Vec<(String, Vec<String>)> = self
+            .view(|registry| {
+                let now = self.engine.now_ms();
+                registry
+                    .subs
+                    .iter()
+                    .filter(|(_, sub)| sub.wake.as_ref().is_none_or(|w| w.expired(now)))
+                    .filter(|(_, sub)| {
+                        full || sub.wake.is_some()
+                            || dirty.iter().any(|name| sub.links.contains_key(name))
+                    })
+                    .filter(|(_, sub)| !sub.links.is_empty())
+                    .map(|(id, sub)| (id.clone(), sub.links.keys().cloned().collect()))
+                    .collect()
+            })
+            .await?;
+        for (id, names) in candidates {
+            let mut tails = Vec::with_capacity(names.len());
+            for name in names {
+                let tail = self.tail(&name).await;
+                tails.push((name, tail));
+            }
+            self.open_wake(&id, &tails).await?;
+        }
+        // The soonest lease end, to look again then.
+        let now = self.engine.now_ms();
+        let soonest = self
+            .view(|registry| {
+                registry
+                    .subs
+                    .values()
+                    .filter_map(|sub| sub.wake.as_ref()?.expires_at_ms)
+                    .min()
+            })
+            .await?;
+        Ok(soonest.map(|at| Duration::from_millis(at.saturating_sub(now).saturating_add(5))))
+    }
+
+    /// Opens a wake for subscription `id` if it has unacknowledged data
+    /// and no open wake (an expired one is fenced by the new generation),
+    /// then delivers it.
+    async fn open_wake(
+        self: &Arc<Self>,
+        id: &str,
+        tails: &[(String, u64)],
+    ) -> Result<(), ApiError> {
+        let seed = self.seed().await?;
+        let opened = self
+            .transact(|registry, now| {
+                let Some(sub) = registry.subs.get(id) else {
+                    return Ok((vec![], None));
+                };
+                if sub.wake.as_ref().is_some_and(|w| !w.expired(now)) {
+                    return Ok((vec![], None));
+                }
+                let pending = tails.iter().any(|(name, tail)| {
+                    sub.links.get(name).is_some_and(|link| link.pending(*tail))
+                });
+                if !pending {
+                    // An expired wake with nothing left: end it.
+                    let events = match &sub.wake {
+                        Some(_) => vec![Event::End {
+                            id: id.to_owned(),
+                            generation: sub.generation,
+                        }],
+                        None => vec![],
+                    };
+                    return Ok((events, None));
+                }
+                let generation = sub.generation + 1;
+                let wake_id = new_wake_id();
+                let expires_at_ms = match sub.spec.kind {
+                    Kind::Webhook => Some(now.saturating_add(sub.spec.lease_ttl_ms)),
+                    Kind::PullWake => None,
+                };
+                let event = Event::Wake {
+                    id: id.to_owned(),
+                    generation,
+                    wake_id: wake_id.clone(),
+                    snapshot: tails.to_vec(),
+                    expires_at_ms,
+                };
+                Ok((vec![event], Some((sub.clone(), generation, wake_id))))
+            })
+            .await?;
+        let Some((sub, generation, wake_id)) = opened else {
+            return Ok(());
+        };
+        match sub.spec.kind {
+            Kind::Webhook => {
+                let this = Arc::clone(self);
+                let id = id.to_owned();
+                let tails = tails.to_vec();
+                tokio::spawn(async move {
+                    this.deliver(&id, &sub, generation, &wake_id, &tails, seed)
+                        .await;
+                });
+            }
+            Kind::PullWake => {
+                self.announce(id, &sub, generation, tails).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends a pull-wake's event to its wake stream.
+    async fn announce(
+        &self,
+        id: &str,
+        sub: &model::Subscription,
+        generation: u64,
+        tails: &[(String, u64)],
+    ) -> Result<(), ApiError> {
+        let Some(wake_stream) = &sub.spec.wake_stream else {
+            return Ok(());
+        };
+        let named = crate::names::mount_stream(&self.default_bucket, wake_stream)?;
+        let stream = tails
+            .iter()
+            .find(|(name, tail)| sub.links.get(name).is_some_and(|l| l.pending(*tail)))
+            .map_or("", |(name, _)| name.as_str());
+        let event = serde_json::json!({
+            "type": "wake",
+            "subscription_id": id,
+            "stream": stream,
+            "generation": generation,
+            "ts": self.engine.now_ms(),
+        });
+        let mut payload = serde_json::to_vec(&event).unwrap_or_default();
+        payload.push(b'\n');
+        let outcome = self
+            .engine
+            .write(WriteRequest {
+                stream_id: named.id,
+                content_type: Some("application/json".to_owned()),
+                media_type_match: true,
+                payload: Bytes::from(payload),
+                close: false,
+                stream_seq: None,
+                producer: None,
+                record_match: None,
+            })
+            .await?;
+        if outcome.response.is_error() {
+            tracing::warn!(
+                subscription = id,
+                "subscriptions: the wake stream refused a wake"
+            );
+        }
+        Ok(())
+    }
+
+    /// Delivers a webhook wake; a `{"done": true}` answer acknowledges
+    /// every stream at its tail in the wake. A failed delivery is retried
+    /// when the wake's lease runs out (a new generation).
+    async fn deliver(
+        self: &Arc<Self>,
+        id: &str,
+        sub: &model::Subscription,
+        generation: u64,
+        wake_id: &str,
+        tails: &[(String, u64)],
+        seed: [u8; 32],
+    ) {
+        let Some(hook) = &sub.spec.webhook else {
+            return;
+        };
+        let checked = match self.policy.check(&hook.url).await {
+            Ok(checked) => checked,
+            Err(reason) => {
+                tracing::warn!(subscription = id, %reason, "subscriptions: webhook target refused");
+                return;
+            }
+        };
+        let now = self.engine.now_ms();
+        let token = token::issue(&token::key(&seed), id, generation, now);
+        let streams: Vec<serde_json::Value> = tails
+            .iter()
+            .filter_map(|(name, tail)| {
+                let link = sub.links.get(name)?;
+                Some(api::stream_info(name, link, Some(*tail)))
+            })
+            .collect();
+        let base = sub.base_url.trim_end_matches('/');
+        let body = serde_json::json!({
+            "subscription_id": id,
+            "wake_id": wake_id,
+            "generation": generation,
+            "streams": streams,
+            "callback_url": format!("{base}/v1/stream/__ds/subscriptions/{}/callback", api::encode_component(id)),
+            "callback_token": token,
+        });
+        let body = serde_json::to_vec(&body).unwrap_or_default();
+        let key = signing::SigningKey::from_seed(seed);
+        let signature = key.signature_header(now / 1000, &body);
+        match webhook::deliver(&checked, body, &signature, DELIVERY_TIMEOUT).await {
+            Ok(answer) if answer.get("done").and_then(serde_json::Value::as_bool) == Some(true) => {
+                let acks = tails.to_vec();
+                let result = self
+                    .transact(|registry, _| {
+                        let current = registry
+                            .subs
+                            .get(id)
+                            .is_some_and(|s| s.generation == generation && s.wake.is_some());
+                        let events = if current {
+                            vec![Event::Ack {
+                                id: id.to_owned(),
+                                generation,
+                                acks: acks.clone(),
+                                done: true,
+                                expires_at_ms: None,
+                            }]
+                        } else {
+                            vec![]
+                        };
+                        Ok((events, ()))
+                    })
+                    .await;
+                if let Err(e) = result {
+                    tracing::warn!(subscription = id, error = %e.message, "subscriptions: auto-ack failed");
+                }
+                self.poke();
+            }
+            Ok(_) => {}
+            Err(reason) => {
+                tracing::warn!(subscription = id, %reason, "subscriptions: webhook delivery failed; retried when the lease ends");
+            }
+        }
+    }
+}
+
+/// A fresh wake id: `w_` and 24 hex digits.
+fn new_wake_id() -> String {
+    let seed = signing::SigningKey::generate().seed();
+    let hex: String = seed.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    format!("w_{hex}")
+}

@@ -1,0 +1,366 @@
+//! The protocol's subscription API (`docs/subscriptions.md`) on an
+//! in-process server: pull-wake wakes appended to the wake stream,
+//! claims and their fencing, explicit streams, and refusals. Webhook
+//! delivery is covered by the official suite's opt-in tests (`cargo xtask
+//! http-conformance --subscriptions`, inside a network namespace).
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+
+use common::TestServer;
+use hyper::StatusCode;
+use serde_json::{Value, json};
+
+const SUBS: &str = "/v1/stream/__ds/subscriptions";
+
+fn body(r: &common::Resp) -> Value {
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+/// Waits (long-polling the wake stream, no sleeps) until it holds an
+/// event for `id`; the events.
+async fn wake_events(s: &TestServer, stream: &str, id: &str) -> Vec<Value> {
+    let mut offset = "-1".to_owned();
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        let r = s
+            .get(&format!("{stream}?offset={offset}&live=long-poll"))
+            .send()
+            .await;
+        if r.status == StatusCode::OK {
+            let batch: Vec<Value> = serde_json::from_slice(&r.body).unwrap();
+            seen.extend(batch);
+        }
+        offset = r.next();
+        if seen.iter().any(|e| e["subscription_id"] == id) {
+            return seen;
+        }
+    }
+    panic!("no wake for {id} in {stream}: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_wake_claim_ack_release_and_fencing() {
+    let s = TestServer::start_with(|c| c.long_poll_timeout_ms = 200).await;
+    let created = s
+        .put("/v1/stream/wake/pool")
+        .header("content-type", "application/json")
+        .body("[]")
+        .send()
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let spec = json!({
+        "type": "pull-wake",
+        "pattern": "events/*",
+        "wake_stream": "wake/pool",
+        "lease_ttl_ms": 60_000,
+    });
+    let put = |spec: Value| {
+        s.put(&format!("{SUBS}/pull-1"))
+            .header("content-type", "application/json")
+            .body(spec.to_string())
+            .send()
+    };
+    assert_eq!(put(spec.clone()).await.status, StatusCode::CREATED);
+    assert_eq!(put(spec.clone()).await.status, StatusCode::OK);
+    let mut other = spec.clone();
+    other["lease_ttl_ms"] = json!(5_000);
+    let conflict = put(other).await;
+    assert_eq!(conflict.status, StatusCode::CONFLICT);
+    assert_eq!(
+        body(&conflict)["error"]["code"],
+        "SUBSCRIPTION_ALREADY_EXISTS"
+    );
+
+    // A matching stream is written: the dispatcher links it and appends a
+    // wake to the wake stream. Other streams do not match.
+    s.put("/v1/stream/other/x").text("no").send().await;
+    let path = "events/pull-a";
+    s.put(&format!("/v1/stream/{path}"))
+        .header("content-type", "application/json")
+        .body(r#"{"event":"created"}"#)
+        .send()
+        .await;
+    let events = wake_events(&s, "/v1/stream/wake/pool", "pull-1").await;
+    assert_eq!(events[0]["type"], "wake");
+    assert_eq!(events[0]["stream"], path);
+
+    let claim = |worker: &'static str| {
+        s.post(&format!("{SUBS}/pull-1/claim"))
+            .header("content-type", "application/json")
+            .body(json!({ "worker": worker }).to_string())
+            .send()
+    };
+    let first = claim("worker-1").await;
+    assert_eq!(first.status, StatusCode::OK);
+    let claimed = body(&first);
+    let stream = claimed["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["path"] == path)
+        .unwrap()
+        .clone();
+    assert_eq!(stream["has_pending"], true);
+    assert_eq!(stream["link_type"], "glob");
+    let busy = claim("worker-2").await;
+    assert_eq!(busy.status, StatusCode::CONFLICT);
+    assert_eq!(body(&busy)["error"]["code"], "ALREADY_CLAIMED");
+    assert_eq!(body(&busy)["error"]["current_holder"], "worker-1");
+
+    let ack = json!({
+        "wake_id": claimed["wake_id"],
+        "generation": claimed["generation"],
+        "acks": [{"stream": path, "offset": stream["tail_offset"]}],
+        "done": true,
+    });
+    let token = format!("Bearer {}", claimed["token"].as_str().unwrap());
+    let acked = s
+        .post(&format!("{SUBS}/pull-1/ack"))
+        .header("authorization", &token)
+        .header("content-type", "application/json")
+        .body(ack.to_string())
+        .send()
+        .await;
+    assert_eq!(acked.status, StatusCode::OK);
+    assert_eq!(body(&acked), json!({"ok": true, "next_wake": false}));
+    // The same acknowledgement again is fenced: that wake is over.
+    let stale = s
+        .post(&format!("{SUBS}/pull-1/ack"))
+        .header("authorization", &token)
+        .header("content-type", "application/json")
+        .body(ack.to_string())
+        .send()
+        .await;
+    assert_eq!(stale.status, StatusCode::CONFLICT);
+    assert_eq!(body(&stale)["error"]["code"], "FENCED");
+    // A forged token is refused.
+    let forged = s
+        .post(&format!("{SUBS}/pull-1/ack"))
+        .header("authorization", "Bearer e30.AAAA")
+        .header("content-type", "application/json")
+        .body(ack.to_string())
+        .send()
+        .await;
+    assert_eq!(forged.status, StatusCode::UNAUTHORIZED);
+
+    let shown = body(&s.get(&format!("{SUBS}/pull-1")).send().await);
+    assert_eq!(shown["type"], "pull-wake");
+    let link = shown["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["path"] == path)
+        .unwrap()
+        .clone();
+    assert_eq!(link["acked_offset"], stream["tail_offset"]);
+
+    // More data: a new claim, then released.
+    s.post(&format!("/v1/stream/{path}"))
+        .header("content-type", "application/json")
+        .body(r#"{"event":"second"}"#)
+        .send()
+        .await;
+    let second = claim("worker-1").await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.text());
+    let claimed2 = body(&second);
+    assert!(claimed2["generation"].as_u64() > claimed["generation"].as_u64());
+    let released = s
+        .post(&format!("{SUBS}/pull-1/release"))
+        .header(
+            "authorization",
+            &format!("Bearer {}", claimed2["token"].as_str().unwrap()),
+        )
+        .header("content-type", "application/json")
+        .body(
+            json!({"wake_id": claimed2["wake_id"], "generation": claimed2["generation"]})
+                .to_string(),
+        )
+        .send()
+        .await;
+    assert_eq!(released.status, StatusCode::NO_CONTENT);
+
+    assert_eq!(
+        s.delete(&format!("{SUBS}/pull-1")).send().await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        s.get(&format!("{SUBS}/pull-1")).send().await.status,
+        StatusCode::NOT_FOUND
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_streams_and_refusals() {
+    let s = TestServer::start().await;
+    let put = |id: &str, spec: Value| {
+        s.put(&format!("{SUBS}/{id}"))
+            .header("content-type", "application/json")
+            .body(spec.to_string())
+            .send()
+    };
+    let created = put(
+        "manual",
+        json!({"type": "pull-wake", "streams": ["manual/a"], "wake_stream": "wake/m"}),
+    )
+    .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let add = s
+        .post(&format!("{SUBS}/manual/streams"))
+        .header("content-type", "application/json")
+        .body(json!({"streams": ["manual/b"]}).to_string())
+        .send()
+        .await;
+    assert_eq!(add.status, StatusCode::NO_CONTENT);
+    let remove = s
+        .delete(&format!("{SUBS}/manual/streams/manual%2Fb"))
+        .send()
+        .await;
+    assert_eq!(remove.status, StatusCode::NO_CONTENT);
+    let shown = body(&s.get(&format!("{SUBS}/manual")).send().await);
+    let paths: Vec<&str> = shown["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| st["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["manual/a"]);
+    assert_eq!(shown["streams"][0]["link_type"], "explicit");
+
+    for (spec, code) in [
+        (
+            json!({"type": "webhook", "pattern": "e/*", "webhook": {"url": "http://10.0.0.1/hook"}}),
+            "WEBHOOK_URL_REJECTED",
+        ),
+        (
+            json!({"type": "webhook", "pattern": "e/*"}),
+            "INVALID_REQUEST",
+        ),
+        (
+            json!({"type": "pull-wake", "pattern": "e/*"}),
+            "INVALID_REQUEST",
+        ),
+        (
+            json!({"type": "pull-wake", "wake_stream": "w"}),
+            "INVALID_REQUEST",
+        ),
+        (
+            json!({"type": "pull-wake", "pattern": "e/*", "wake_stream": "w", "lease_ttl_ms": 5}),
+            "INVALID_REQUEST",
+        ),
+        (
+            json!({"type": "carrier-pigeon", "pattern": "e/*"}),
+            "INVALID_REQUEST",
+        ),
+    ] {
+        let r = put("bad", spec.clone()).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{spec}");
+        assert_eq!(body(&r)["error"]["code"], code, "{spec}");
+    }
+    assert_eq!(
+        s.get(&format!("{SUBS}/missing")).send().await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        s.get("/v1/stream/__ds/nothing-here").send().await.status,
+        StatusCode::NOT_FOUND
+    );
+    // The registry's own stream is no client's: its bucket has no route.
+    assert_eq!(
+        s.get("/__strand/subscriptions").send().await.status,
+        StatusCode::NOT_FOUND
+    );
+    s.stop().await;
+}
+
+/// A subscription is replicated state: after kill -9 and a restart the
+/// durable node still has it, with its streams, acknowledgements and
+/// generation, and still fences the wake that ended before the crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_survive_kill_9() {
+    use crate::process::{request, start};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let addr = server.addr;
+    let json_headers = [("content-type", "application/json".to_owned())];
+    let spec = json!({"type": "pull-wake", "pattern": "jobs/*", "wake_stream": "wake/jobs", "lease_ttl_ms": 60_000});
+    let r = request(addr, "PUT", "/v1/stream/wake/jobs", &json_headers, b"[]")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201);
+    let r = request(
+        addr,
+        "PUT",
+        &format!("{SUBS}/jobs"),
+        &json_headers,
+        spec.to_string().as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201);
+    let r = request(
+        addr,
+        "PUT",
+        "/v1/stream/jobs/one",
+        &json_headers,
+        br#"{"n":1}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201);
+    // Claim (the claim opens the wake if the dispatcher has not yet).
+    let r = request(
+        addr,
+        "POST",
+        &format!("{SUBS}/jobs/claim"),
+        &json_headers,
+        br#"{"worker":"w"}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let claimed: Value = serde_json::from_slice(&r.body).unwrap();
+    let tail = claimed["streams"][0]["tail_offset"].clone();
+    let token = format!("Bearer {}", claimed["token"].as_str().unwrap());
+    let ack = json!({"wake_id": claimed["wake_id"], "generation": claimed["generation"],
+        "acks": [{"stream": "jobs/one", "offset": tail}], "done": true});
+    let with_token = [
+        ("content-type", "application/json".to_owned()),
+        ("authorization", token.clone()),
+    ];
+    let r = request(
+        addr,
+        "POST",
+        &format!("{SUBS}/jobs/ack"),
+        &with_token,
+        ack.to_string().as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200);
+    server.kill9();
+
+    let server = start(dir.path());
+    let addr = server.addr;
+    let r = request(addr, "GET", &format!("{SUBS}/jobs"), &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let shown: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(shown["generation"], claimed["generation"]);
+    assert_eq!(shown["streams"][0]["path"], "jobs/one");
+    assert_eq!(shown["streams"][0]["acked_offset"], tail);
+    // The token still names that (finished) wake: fenced, not accepted.
+    let r = request(
+        addr,
+        "POST",
+        &format!("{SUBS}/jobs/ack"),
+        &with_token,
+        ack.to_string().as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 409);
+    server.kill9();
+}
