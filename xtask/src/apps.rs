@@ -43,13 +43,14 @@ const LONG_POLL_TIMEOUT_MS: u64 = 500;
 /// bounds itself at 30 s; this is the backstop).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 /// The npm files of `tests/apps/` copied into the work directory.
-const NPM_FILES: [&str; 6] = [
+const NPM_FILES: [&str; 7] = [
     "package.json",
     "package-lock.json",
     "common.mjs",
     "yjs.mjs",
     "aisdk.mjs",
     "state.mjs",
+    "client.mjs",
 ];
 /// The requirements the virtualenv was last built from (inside the venv, so
 /// that a removed venv also removes it).
@@ -72,7 +73,7 @@ struct Check {
 }
 
 /// Every check, in the order they run.
-const CHECKS: [Check; 4] = [
+const CHECKS: [Check; 5] = [
     Check {
         name: "yjs",
         runner: Runner::Node("yjs.mjs"),
@@ -84,6 +85,10 @@ const CHECKS: [Check; 4] = [
     Check {
         name: "state",
         runner: Runner::Node("state.mjs"),
+    },
+    Check {
+        name: "client",
+        runner: Runner::Node("client.mjs"),
     },
     Check {
         name: "python",
