@@ -329,16 +329,18 @@ async fn subscriptions_survive_kill_9() {
         ("content-type", "application/json".to_owned()),
         ("authorization", token.clone()),
     ];
-    let r = request(
-        addr,
-        "POST",
-        &format!("{SUBS}/jobs/ack"),
-        &with_token,
-        ack.to_string().as_bytes(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 200);
+    let body = ack.to_string();
+    let send_ack = |addr| {
+        let (headers, body) = (with_token.clone(), body.clone());
+        async move {
+            let path = format!("{SUBS}/jobs/ack");
+            request(addr, "POST", &path, &headers, body.as_bytes())
+                .await
+                .unwrap()
+                .status
+        }
+    };
+    assert_eq!(send_ack(addr).await, 200);
     server.kill9();
 
     let server = start(dir.path());
@@ -352,15 +354,6 @@ async fn subscriptions_survive_kill_9() {
     assert_eq!(shown["streams"][0]["path"], "jobs/one");
     assert_eq!(shown["streams"][0]["acked_offset"], tail);
     // The token still names that (finished) wake: fenced, not accepted.
-    let r = request(
-        addr,
-        "POST",
-        &format!("{SUBS}/jobs/ack"),
-        &with_token,
-        ack.to_string().as_bytes(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 409);
+    assert_eq!(send_ack(addr).await, 409);
     server.kill9();
 }

@@ -31,6 +31,24 @@ fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response
     )
 }
 
+/// `204` when the subscription was there, else `404`.
+fn no_content_if(found: bool) -> Response {
+    if found {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        not_found()
+    }
+}
+
+/// `404 SUBSCRIPTION_NOT_FOUND`.
+fn not_found() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "SUBSCRIPTION_NOT_FOUND",
+        "subscription not found",
+    )
+}
+
 fn json(status: StatusCode, value: &serde_json::Value) -> Response {
     let mut out = (status, value.to_string()).into_response();
     out.headers_mut().insert(
@@ -339,11 +357,7 @@ async fn put(
         .await?;
     Ok(match shown {
         Some(value) => json(status, &value),
-        None => error(
-            StatusCode::NOT_FOUND,
-            "SUBSCRIPTION_NOT_FOUND",
-            "subscription not found",
-        ),
+        None => not_found(),
     })
 }
 
@@ -408,11 +422,7 @@ async fn get(subs: &Subscriptions, id: &str, base_url: &str) -> Answer {
         .await?;
     Ok(match shown {
         Some(value) => json(StatusCode::OK, &value),
-        None => error(
-            StatusCode::NOT_FOUND,
-            "SUBSCRIPTION_NOT_FOUND",
-            "subscription not found",
-        ),
+        None => not_found(),
     })
 }
 
@@ -426,15 +436,7 @@ async fn delete(subs: &Subscriptions, id: &str) -> Answer {
             })
         })
         .await?;
-    Ok(if found {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        error(
-            StatusCode::NOT_FOUND,
-            "SUBSCRIPTION_NOT_FOUND",
-            "subscription not found",
-        )
-    })
+    Ok(no_content_if(found))
 }
 
 async fn add_streams(subs: &Subscriptions, id: &str, bytes: &[u8]) -> Answer {
@@ -471,15 +473,7 @@ async fn add_streams(subs: &Subscriptions, id: &str, bytes: &[u8]) -> Answer {
         })
         .await?;
     subs.poke();
-    Ok(if found {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        error(
-            StatusCode::NOT_FOUND,
-            "SUBSCRIPTION_NOT_FOUND",
-            "subscription not found",
-        )
-    })
+    Ok(no_content_if(found))
 }
 
 async fn remove_stream(subs: &Subscriptions, id: &str, name: &str) -> Answer {
@@ -502,15 +496,7 @@ async fn remove_stream(subs: &Subscriptions, id: &str, name: &str) -> Answer {
             })
         })
         .await?;
-    Ok(if found {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        error(
-            StatusCode::NOT_FOUND,
-            "SUBSCRIPTION_NOT_FOUND",
-            "subscription not found",
-        )
-    })
+    Ok(no_content_if(found))
 }
 
 /// The bearer token of a request.
@@ -713,11 +699,7 @@ async fn claim(subs: &std::sync::Arc<Subscriptions>, id: &str, bytes: &[u8]) -> 
         })
         .await?;
     let Some(names) = names else {
-        return Ok(error(
-            StatusCode::NOT_FOUND,
-            "SUBSCRIPTION_NOT_FOUND",
-            "subscription not found",
-        ));
+        return Ok(not_found());
     };
     let mut tails = Vec::with_capacity(names.len());
     for name in names {
@@ -735,14 +717,7 @@ async fn claim(subs: &std::sync::Arc<Subscriptions>, id: &str, bytes: &[u8]) -> 
     let answer = subs
         .transact(|registry, now| {
             let Some(sub) = registry.subs.get(id) else {
-                return Ok((
-                    vec![],
-                    Err(error(
-                        StatusCode::NOT_FOUND,
-                        "SUBSCRIPTION_NOT_FOUND",
-                        "subscription not found",
-                    )),
-                ));
+                return Ok((vec![], Err(not_found())));
             };
             if sub.spec.kind != Kind::PullWake {
                 return Ok((vec![], Err(invalid("the subscription is not pull-wake"))));
