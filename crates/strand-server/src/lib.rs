@@ -4,8 +4,9 @@
 //! It owns HTTP: the configuration from the command line (`config`),
 //! connections below HTTP with their timeouts (`conn`) and TLS (`tls`),
 //! request parsing and validation (`headers`, `query`, `offsets`, `body`),
-//! stream names under the mount and their ids (`names`), the protocol's
-//! subscriptions (`subs`),
+//! stream names under the mount and their ids (`names`), the stream a
+//! request targets (`target`), read answers' bodies (`page`), the
+//! protocol's subscriptions (`subs`),
 //! the JSON mode's wire form (`json_mode`), SSE framing (`sse`), live
 //! reads (`live`), instants in headers and the long-poll cursor (`time`),
 //! CORS and security headers (`cors`), tokens and rights (`auth`),
@@ -28,11 +29,13 @@ pub mod limits;
 pub mod live;
 pub mod names;
 pub mod offsets;
+pub mod page;
 pub mod query;
 pub mod routes;
 pub mod sse;
 pub mod state;
 pub mod subs;
+pub mod target;
 pub mod time;
 pub mod tls;
 

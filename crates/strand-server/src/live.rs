@@ -12,15 +12,17 @@ use bytes::{Bytes, BytesMut};
 use strand::{HotRead, StreamErrorCode, StreamResponse};
 use strand_engine::{AppendNotice, ReadFrom, WaitOutcome, WaiterPermit};
 
+use crate::errors::Layout;
 use crate::errors::{ApiError, ApiResult};
 use crate::headers as h;
 use crate::json_mode;
 use crate::limits::LivePlace;
 use crate::offsets;
+use crate::page::PageBody;
 use crate::query::ReadQuery;
-use crate::routes::stream::{PageBody, StreamRequest, read_from};
 use crate::sse::{self, DataEncoding};
 use crate::state::AppState;
+use crate::target::StreamRequest;
 use crate::time::next_cursor;
 
 /// One page of a stream, ready to render.
@@ -241,9 +243,32 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
 /// one a client may resume from.
 fn continue_at(target: &StreamRequest, offset: u64) -> ReadFrom {
     match target.layout {
-        crate::errors::Layout::DurableStreams => ReadFrom::Within(offset),
-        crate::errors::Layout::Bucketed => ReadFrom::Offset(offset),
+        Layout::DurableStreams => ReadFrom::Within(offset),
+        Layout::Bucketed => ReadFrom::Offset(offset),
     }
+}
+
+/// Resolves a query's offset text. On the Durable Streams mount an offset
+/// is read as the protocol's reference server reads it: from the start of
+/// the message that holds it, from the tail when it is beyond
+/// (`ReadFrom::Within`), so offsets clients compute (one past a snapshot's
+/// offset) work; the bucketed layout reads exact byte offsets.
+pub fn read_from(text: Option<&str>, layout: Layout) -> Result<ReadFrom, ApiError> {
+    let from = match text {
+        None => Ok(ReadFrom::Start),
+        Some(t) => offsets::parse(t).map_err(|e| match e {
+            offsets::OffsetError::Malformed => {
+                ApiError::bad_request(format!("invalid offset {t:?}"))
+            }
+            offsets::OffsetError::TooLarge => {
+                ApiError::bad_request(format!("offset {t:?} is beyond any stream"))
+            }
+        }),
+    }?;
+    Ok(match (from, layout) {
+        (ReadFrom::Offset(offset), Layout::DurableStreams) => ReadFrom::Within(offset),
+        (from, _) => from,
+    })
 }
 
 /// The read an append notice stands for: its bytes, at the tail they made.

@@ -71,7 +71,7 @@ pub fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
                 "a stream name may not hold an empty path segment (a leading, trailing or doubled '/')",
             ));
         }
-        let decoded = crate::routes::percent_decode(part).ok_or_else(|| {
+        let decoded = percent_decode(part).ok_or_else(|| {
             ApiError::bad_request("the stream name is not valid percent-encoded UTF-8")
         })?;
         if decoded == "." || decoded == ".." || decoded.contains('\0') {
@@ -106,6 +106,40 @@ pub fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
         id,
         name: canonical,
     })
+}
+
+/// Splits a raw path into percent-decoded segments, refusing what no
+/// stream name may hold: non-UTF-8, NUL, `.` and `..` segments.
+pub fn segments(path: &str) -> Result<Vec<String>, ApiError> {
+    let mut out = Vec::new();
+    for raw in path.split('/').filter(|s| !s.is_empty()) {
+        let decoded = percent_decode(raw)
+            .ok_or_else(|| ApiError::bad_request("path is not valid percent-encoded UTF-8"))?;
+        if decoded == "." || decoded == ".." || decoded.contains('\0') {
+            return Err(ApiError::bad_request(
+                "path segments may not be '.', '..' or hold NUL",
+            ));
+        }
+        out.push(decoded);
+    }
+    Ok(out)
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The direct id of one or two segments, when they make a valid one.

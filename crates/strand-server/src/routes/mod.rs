@@ -21,7 +21,7 @@ use crate::auth::{self, Right};
 use crate::errors::{ApiError, Layout};
 use crate::names::Named;
 use crate::state::{AppState, Plane};
-use stream::StreamRequest;
+use crate::target::StreamRequest;
 use table::{Access, RaftRoute, Route};
 
 /// The Durable Streams mount.
@@ -233,16 +233,10 @@ async fn dispatch(state: AppState, request: Request) -> Result<Response, ApiErro
             let (parts, body) = request.into_parts();
             let base = stream::base_url(&state.config, &parts.headers, parts.uri.authority());
             let subs = std::sync::Arc::clone(&state.subs);
-            Ok(crate::subs::api::handle(
-                &state,
-                &subs,
-                &parts.method,
-                &rest,
-                &parts.headers,
-                body,
-                base,
+            Ok(
+                crate::subs::api::handle(&subs, &parts.method, &rest, &parts.headers, body, base)
+                    .await,
             )
-            .await)
         }
     };
     let mut response = match result {
@@ -271,39 +265,7 @@ fn admit(
     Ok(subject)
 }
 
-/// Splits a raw path into percent-decoded segments, refusing what no
-/// stream name may hold: non-UTF-8, NUL, `.` and `..` segments.
-pub fn segments(path: &str) -> Result<Vec<String>, ApiError> {
-    let mut out = Vec::new();
-    for raw in path.split('/').filter(|s| !s.is_empty()) {
-        let decoded = percent_decode(raw)
-            .ok_or_else(|| ApiError::bad_request("path is not valid percent-encoded UTF-8"))?;
-        if decoded == "." || decoded == ".." || decoded.contains('\0') {
-            return Err(ApiError::bad_request(
-                "path segments may not be '.', '..' or hold NUL",
-            ));
-        }
-        out.push(decoded);
-    }
-    Ok(out)
-}
-
-pub(crate) fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
+pub use crate::names::segments;
 
 /// The stream a path names, as a client sends it in `Stream-Forked-From`:
 /// `/v1/stream/{name}` (the default bucket, any name the mount takes) or

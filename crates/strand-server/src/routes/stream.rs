@@ -5,38 +5,24 @@
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use bytes::Bytes;
-use strand::{BucketStreamId, StreamCommand, StreamMetadata, StreamResponse, StreamStatus};
+use strand::{StreamCommand, StreamMetadata, StreamResponse, StreamStatus};
 use strand_engine::{ReadFrom, WriteRequest};
 
 use crate::body::read_limited;
-use crate::errors::{ApiError, ApiResult, Layout};
+use crate::errors::{ApiError, ApiResult};
 use crate::headers::{self as h, parse_decimal, parse_rfc3339_ms};
 use crate::json_mode::{self, JsonError};
-use crate::live;
+use crate::live::{self, read_from};
 use crate::offsets;
 use crate::query::ReadQuery;
 use crate::state::AppState;
+use crate::target::StreamRequest;
 use crate::time::render_rfc3339_ms;
 
 /// The default content type of a stream created without one.
 pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
-
-/// One request on a stream resource.
-pub struct StreamRequest {
-    /// The stream.
-    pub id: BucketStreamId,
-    /// The layout it came through.
-    pub layout: Layout,
-    /// The request path, for `Location`.
-    pub path: String,
-    /// The request target's authority (HTTP/2 sends it instead of a
-    /// `Host` header), for `Location`.
-    pub authority: Option<axum::http::uri::Authority>,
-    /// The token subject the request was authorized for, if any.
-    pub subject: Option<String>,
-}
 
 /// Dispatches by method.
 pub async fn handle(
@@ -550,29 +536,6 @@ pub fn etag(offset: u64, next_offset: u64, closed_end: bool) -> String {
     )
 }
 
-/// Resolves a query's offset text. On the Durable Streams mount an offset
-/// is read as the protocol's reference server reads it: from the start of
-/// the message that holds it, from the tail when it is beyond
-/// (`ReadFrom::Within`), so offsets clients compute (one past a snapshot's
-/// offset) work; the bucketed layout reads exact byte offsets.
-pub fn read_from(text: Option<&str>, layout: Layout) -> Result<ReadFrom, ApiError> {
-    let from = match text {
-        None => Ok(ReadFrom::Start),
-        Some(t) => offsets::parse(t).map_err(|e| match e {
-            offsets::OffsetError::Malformed => {
-                ApiError::bad_request(format!("invalid offset {t:?}"))
-            }
-            offsets::OffsetError::TooLarge => {
-                ApiError::bad_request(format!("offset {t:?} is beyond any stream"))
-            }
-        }),
-    }?;
-    Ok(match (from, layout) {
-        (ReadFrom::Offset(offset), Layout::DurableStreams) => ReadFrom::Within(offset),
-        (from, _) => from,
-    })
-}
-
 async fn read(
     state: &AppState,
     target: &StreamRequest,
@@ -621,149 +584,4 @@ async fn read(
     set(hs, header::ETAG, &tag);
     set(hs, header::CACHE_CONTROL, caching);
     Ok(out)
-}
-
-/// Slices at least this long are sent as they are.
-const PASS_THROUGH: usize = 16 * 1024;
-/// Small slices are gathered into chunks of about this size.
-const CHUNK: usize = 64 * 1024;
-
-/// Gathers runs of small slices (one per appended message, often a few
-/// hundred bytes) into chunks of about 64 KiB, and passes large
-/// slices through untouched. Each chunk of a streamed body costs a frame
-/// and a poll in hyper, so a page of 200 1 KiB messages sent slice by slice
-/// spent more CPU on framing than copying 200 KiB once costs; a page never
-/// becomes one big buffer either.
-pub fn coalesce(slices: Vec<Bytes>) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    let mut pending = bytes::BytesMut::new();
-    for slice in slices {
-        if slice.len() >= PASS_THROUGH {
-            if !pending.is_empty() {
-                out.push(pending.split().freeze());
-            }
-            out.push(slice);
-            continue;
-        }
-        if pending.is_empty() {
-            pending.reserve(CHUNK);
-        }
-        pending.extend_from_slice(&slice);
-        if pending.len() >= CHUNK {
-            out.push(pending.split().freeze());
-        }
-    }
-    if !pending.is_empty() {
-        out.push(pending.freeze());
-    }
-    out
-}
-
-/// A read's body: slices streamed as they are, or one rendered buffer.
-pub enum PageBody {
-    /// Hot-buffer slices, sent without copying.
-    Slices(Vec<Bytes>),
-    /// A rendered body (JSON arrays).
-    Rendered(Bytes),
-}
-
-impl PageBody {
-    /// Whether the body carries no bytes.
-    pub fn is_empty(&self) -> bool {
-        match self {
-            Self::Slices(s) => s.iter().all(Bytes::is_empty),
-            Self::Rendered(b) => b.is_empty(),
-        }
-    }
-
-    /// A response with this body.
-    pub fn into_response_body(self, status: StatusCode) -> Response {
-        let body = match self {
-            Self::Rendered(b) => Body::from(b),
-            Self::Slices(mut s) if s.len() <= 1 => Body::from(s.pop().unwrap_or_default()),
-            Self::Slices(s) => {
-                let mut chunks = coalesce(s);
-                if chunks.len() == 1 {
-                    Body::from(chunks.pop().unwrap_or_default())
-                } else {
-                    Body::new(SlicesBody::new(chunks))
-                }
-            }
-        };
-        let mut response = Response::new(body);
-        *response.status_mut() = status;
-        response
-    }
-}
-
-/// A body of several chunks whose total length is known: hyper then sends
-/// `Content-Length` and writes the chunks as they are, without the chunked
-/// transfer coding's framing around each.
-struct SlicesBody {
-    chunks: std::collections::VecDeque<Bytes>,
-    remaining: u64,
-}
-
-impl SlicesBody {
-    fn new(chunks: Vec<Bytes>) -> Self {
-        let remaining = chunks.iter().map(|c| c.len() as u64).sum();
-        Self {
-            chunks: chunks.into(),
-            remaining,
-        }
-    }
-}
-
-impl hyper::body::Body for SlicesBody {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
-        let this = self.get_mut();
-        let frame = this.chunks.pop_front().map(|chunk| {
-            this.remaining = this.remaining.saturating_sub(chunk.len() as u64);
-            Ok(hyper::body::Frame::data(chunk))
-        });
-        std::task::Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.chunks.is_empty()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        hyper::body::SizeHint::with_exact(self.remaining)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn coalescing_keeps_the_bytes_and_order() {
-        let big = Bytes::from(vec![b'B'; PASS_THROUGH]);
-        let small: Vec<Bytes> = (0..100u8).map(|i| Bytes::from(vec![i; 1000])).collect();
-        let mut input = small.clone();
-        input.insert(50, big.clone());
-        let out = coalesce(input.clone());
-        let joined = |v: &[Bytes]| {
-            v.iter()
-                .flat_map(|b| b.iter().copied())
-                .collect::<Vec<u8>>()
-        };
-        assert_eq!(joined(&out), joined(&input));
-        // The large slice passes through untouched; the small ones are
-        // gathered into a few chunks of at most CHUNK + one slice.
-        assert!(out.iter().any(|b| b.as_ptr() == big.as_ptr()));
-        assert!(out.len() <= 5, "{} chunks", out.len());
-        assert!(
-            out.iter()
-                .all(|b| b.len() <= CHUNK + 1000 || b.len() == PASS_THROUGH)
-        );
-        assert!(coalesce(Vec::new()).is_empty());
-    }
 }

@@ -21,7 +21,6 @@ use super::model::{
 };
 use super::{Subscriptions, signing, token};
 use crate::offsets;
-use crate::state::AppState;
 
 /// A JSON error answer.
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
@@ -138,7 +137,6 @@ struct ClaimBody {
 /// Answers a request under `/v1/stream/__ds/`; `rest` is the decoded
 /// path after it.
 pub async fn handle(
-    state: &AppState,
     subs: &std::sync::Arc<Subscriptions>,
     method: &Method,
     rest: &[String],
@@ -159,7 +157,7 @@ pub async fn handle(
     let result = match (method.clone(), rest) {
         (Method::GET, [file]) if file == "jwks.json" => jwks(subs).await,
         (m, [kind, id]) if kind == "subscriptions" => match m {
-            Method::PUT => put(state, subs, id, &bytes, base_url).await,
+            Method::PUT => put(subs, id, &bytes, base_url).await,
             Method::GET | Method::HEAD => get(subs, id, &base_url).await,
             Method::DELETE => delete(subs, id).await,
             _ => Ok(error(
@@ -245,13 +243,7 @@ fn invalid(message: impl Into<String>) -> Response {
     error(StatusCode::BAD_REQUEST, "INVALID_REQUEST", message)
 }
 
-async fn put(
-    state: &AppState,
-    subs: &Subscriptions,
-    id: &str,
-    bytes: &[u8],
-    base_url: String,
-) -> Answer {
+async fn put(subs: &Subscriptions, id: &str, bytes: &[u8], base_url: String) -> Answer {
     if let Some(refused) = valid_id(id) {
         return Ok(refused);
     }
@@ -316,7 +308,6 @@ async fn put(
     for name in &streams {
         explicit.push((name.clone(), subs.tail(name).await));
     }
-    let _ = state;
     let created = subs
         .transact(|registry, now| match registry.subs.get(id) {
             Some(existing) if existing.spec == spec => Ok((vec![], Some(false))),
