@@ -116,18 +116,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         only: None,
         debug_build: false,
     };
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |what: &str| {
-            inline
-                .clone()
-                .or_else(|| args.next().cloned())
-                .ok_or_else(|| format!("{flag} needs {what}; usage: {USAGE}"))
-        };
+    crate::parse_flags(args, USAGE, |flag, value, inline| {
         match flag {
             "--server" => {
                 options.server = match value("`strand` or `node`")?.as_str() {
@@ -150,10 +139,11 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
                 }
                 options.only = Some(name);
             }
-            "--debug-build" if inline.is_none() => options.debug_build = true,
-            _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
+            "--debug-build" if !inline => options.debug_build = true,
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     Ok(options)
 }
 

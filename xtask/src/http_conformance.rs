@@ -180,18 +180,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         inside_netns: false,
         allow_fail_areas: Vec::new(),
     };
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |what: &str| {
-            inline
-                .clone()
-                .or_else(|| args.next().cloned())
-                .ok_or_else(|| format!("{flag} needs {what}; usage: {USAGE}"))
-        };
+    crate::parse_flags(args, USAGE, |flag, value, inline| {
         match flag {
             "--server" => {
                 options.server = match value("`strand`, `node` or `electric`")?.as_str() {
@@ -206,16 +195,17 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
                 }
             }
             "--allow-fail-area" => options.allow_fail_areas.push(value("an area prefix")?),
-            "--keep" if inline.is_none() => options.keep = true,
-            "--auth" if inline.is_none() => options.auth = true,
-            "--durable" if inline.is_none() => options.durable = true,
-            "--cluster" if inline.is_none() => options.cluster = true,
-            "--subscriptions" if inline.is_none() => options.subscriptions = true,
-            INSIDE_NETNS_FLAG if inline.is_none() => options.inside_netns = true,
-            "--debug-build" if inline.is_none() => use_debug_build(),
-            _ => return Err(format!("unknown argument `{arg}`; usage: {USAGE}")),
+            "--keep" if !inline => options.keep = true,
+            "--auth" if !inline => options.auth = true,
+            "--durable" if !inline => options.durable = true,
+            "--cluster" if !inline => options.cluster = true,
+            "--subscriptions" if !inline => options.subscriptions = true,
+            INSIDE_NETNS_FLAG if !inline => options.inside_netns = true,
+            "--debug-build" if !inline => use_debug_build(),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     Ok(options)
 }
 

@@ -676,3 +676,41 @@ fn step_legacy(root: &Path) -> Result<(), String> {
     cmd.env("INSTA_UPDATE", "no");
     run(cmd)
 }
+
+/// Walks command-line arguments (`--flag`, `--flag=value`, `--flag value`),
+/// handing each flag to `on` with a way to take its value and whether the
+/// value came inline; `on` answers `false` for a flag it does not know.
+pub(crate) fn parse_flags(
+    args: &[String],
+    usage: &str,
+    mut on: impl FnMut(
+        &str,
+        &mut dyn FnMut(&str) -> Result<String, String>,
+        bool,
+    ) -> Result<bool, String>,
+) -> Result<(), String> {
+    let mut next = 0;
+    while let Some(arg) = args.get(next) {
+        next += 1;
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let has_inline = inline.is_some();
+        let mut value = |what: &str| match &inline {
+            Some(value) => Ok(value.clone()),
+            None => {
+                let value = args
+                    .get(next)
+                    .cloned()
+                    .ok_or_else(|| format!("{flag} needs {what}; usage: {usage}"))?;
+                next += 1;
+                Ok(value)
+            }
+        };
+        if !on(flag, &mut value, has_inline)? {
+            return Err(format!("unknown argument `{arg}`; usage: {usage}"));
+        }
+    }
+    Ok(())
+}

@@ -499,33 +499,45 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
-/// Checks a wake's token and fencing: the refusal's status, code and
-/// message when the request may not act on the current wake.
+/// The key callback tokens are checked with; `None` before the secret
+/// exists (then no token was ever issued, and a refused request writes
+/// nothing).
+async fn token_key(subs: &Subscriptions) -> Result<Option<[u8; 32]>, crate::errors::ApiError> {
+    Ok(subs
+        .view(|registry| registry.seed)
+        .await?
+        .map(|seed| token::key(&seed)))
+}
+
+/// Checks a wake's token and fencing: the refusal when the request may
+/// not act on the current wake (`wake`: its id and generation as the
+/// request names them).
 fn fenced(
     registry: &Registry,
     key: &[u8; 32],
     id: &str,
     headers: &HeaderMap,
-    wake_id: &str,
-    generation: u64,
+    (wake_id, generation): (&str, u64),
     now: u64,
-) -> Result<(), (StatusCode, &'static str, &'static str)> {
+) -> Result<(), Box<Response>> {
+    let refuse = |status, code, message| Err(Box::new(error(status, code, message)));
     let Some(sub) = registry.subs.get(id) else {
-        return Err((
+        return refuse(
             StatusCode::NOT_FOUND,
             "SUBSCRIPTION_NOT_FOUND",
             "subscription not found",
-        ));
+        );
     };
-    let given =
-        bearer(headers).ok_or((StatusCode::UNAUTHORIZED, "TOKEN_INVALID", "no bearer token"))?;
+    let Some(given) = bearer(headers) else {
+        return refuse(StatusCode::UNAUTHORIZED, "TOKEN_INVALID", "no bearer token");
+    };
     let issued = match token::check(key, given, id, now) {
         Ok(generation) => generation,
         Err(token::Refused::Expired) => {
-            return Err((StatusCode::UNAUTHORIZED, "TOKEN_EXPIRED", "token expired"));
+            return refuse(StatusCode::UNAUTHORIZED, "TOKEN_EXPIRED", "token expired");
         }
         Err(token::Refused::Invalid) => {
-            return Err((StatusCode::UNAUTHORIZED, "TOKEN_INVALID", "token invalid"));
+            return refuse(StatusCode::UNAUTHORIZED, "TOKEN_INVALID", "token invalid");
         }
     };
     let current = sub.wake.as_ref().filter(|w| !w.expired(now));
@@ -533,11 +545,11 @@ fn fenced(
         || generation != sub.generation
         || current.is_none_or(|w| w.wake_id != wake_id)
     {
-        return Err((
+        return refuse(
             StatusCode::CONFLICT,
             "FENCED",
             "the wake's generation is stale",
-        ));
+        );
     }
     Ok(())
 }
@@ -569,16 +581,13 @@ async fn acknowledge(
         let tail = subs.tail(&name).await;
         acks.push((name, offset, tail));
     }
-    // Without the secret no token was ever issued: every token is invalid
-    // (and a refused request writes nothing).
-    let Some(seed) = subs.view(|registry| registry.seed).await? else {
+    let Some(key) = token_key(subs).await? else {
         return Ok(error(
             StatusCode::UNAUTHORIZED,
             "TOKEN_INVALID",
             "token invalid",
         ));
     };
-    let key = token::key(&seed);
     let want_kind = if action == "ack" {
         Kind::PullWake
     } else {
@@ -586,16 +595,9 @@ async fn acknowledge(
     };
     let answer = subs
         .transact(|registry, now| {
-            if let Err((status, code, message)) = fenced(
-                registry,
-                &key,
-                id,
-                headers,
-                &body.wake_id,
-                body.generation,
-                now,
-            ) {
-                return Ok((vec![], Err(error(status, code, message))));
+            let wake = (body.wake_id.as_str(), body.generation);
+            if let Err(refused) = fenced(registry, &key, id, headers, wake, now) {
+                return Ok((vec![], Err(*refused)));
             }
             let sub = &registry.subs[id];
             if sub.spec.kind != want_kind {
@@ -796,28 +798,18 @@ async fn release(subs: &Subscriptions, id: &str, headers: &HeaderMap, bytes: &[u
         Ok(body) => body,
         Err(e) => return Ok(invalid(format!("invalid release: {e}"))),
     };
-    // Without the secret no token was ever issued: every token is invalid
-    // (and a refused request writes nothing).
-    let Some(seed) = subs.view(|registry| registry.seed).await? else {
+    let Some(key) = token_key(subs).await? else {
         return Ok(error(
             StatusCode::UNAUTHORIZED,
             "TOKEN_INVALID",
             "token invalid",
         ));
     };
-    let key = token::key(&seed);
     let answer = subs
         .transact(|registry, now| {
-            if let Err((status, code, message)) = fenced(
-                registry,
-                &key,
-                id,
-                headers,
-                &body.wake_id,
-                body.generation,
-                now,
-            ) {
-                return Ok((vec![], Err(error(status, code, message))));
+            let wake = (body.wake_id.as_str(), body.generation);
+            if let Err(refused) = fenced(registry, &key, id, headers, wake, now) {
+                return Ok((vec![], Err(*refused)));
             }
             Ok((
                 vec![Event::End {
