@@ -214,7 +214,7 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
         if _permit.is_none() {
             _permit = Some(permit(state, target)?);
         }
-        from = continue_at(target, page.next_offset);
+        from = continue_at(target.layout, page.next_offset);
         let wait = state
             .engine
             .wait(target.id.clone(), page.next_offset, deadline - now);
@@ -241,8 +241,8 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
 /// Where a reader continues: on the Durable Streams mount a page ends on
 /// a message boundary (`ReadFrom::Within`), so each offset it hands out is
 /// one a client may resume from.
-fn continue_at(target: &StreamRequest, offset: u64) -> ReadFrom {
-    match target.layout {
+fn continue_at(layout: Layout, offset: u64) -> ReadFrom {
+    match layout {
         Layout::DurableStreams => ReadFrom::Within(offset),
         Layout::Bucketed => ReadFrom::Offset(offset),
     }
@@ -265,9 +265,9 @@ pub fn read_from(text: Option<&str>, layout: Layout) -> Result<ReadFrom, ApiErro
             }
         }),
     }?;
-    Ok(match (from, layout) {
-        (ReadFrom::Offset(offset), Layout::DurableStreams) => ReadFrom::Within(offset),
-        (from, _) => from,
+    Ok(match from {
+        ReadFrom::Offset(offset) => continue_at(layout, offset),
+        from => from,
     })
 }
 
@@ -424,7 +424,7 @@ impl SseSession {
                     let outcome = read_outcome(
                         &self.state,
                         &self.target.id,
-                        continue_at(&self.target, self.offset),
+                        continue_at(self.target.layout, self.offset),
                         self.state.config.read_page_bytes(),
                     )
                     .await

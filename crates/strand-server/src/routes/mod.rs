@@ -207,7 +207,8 @@ async fn dispatch(state: AppState, request: Request) -> Result<Response, ApiErro
             };
             let query = parts.uri.query().map(str::to_owned);
             let writes = parts.method == Method::PUT || parts.method == Method::POST;
-            let subs = writes.then(|| std::sync::Arc::clone(&state.subs));
+            // Only while subscriptions exist: an append pays nothing else.
+            let subs = (writes && state.subs.active()).then(|| std::sync::Arc::clone(&state.subs));
             let result =
                 stream::handle(state, target, parts.method, query, parts.headers, body).await;
             // A write on the mount may concern a subscription.

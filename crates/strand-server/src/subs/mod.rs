@@ -115,10 +115,16 @@ impl Subscriptions {
         &self.policy
     }
 
+    /// Whether any subscription may exist (until the registry is first
+    /// read, assumed so): writes need not be reported otherwise.
+    pub fn active(&self) -> bool {
+        self.any.load(Ordering::Relaxed)
+    }
+
     /// Notes a write to a stream of the mount (its canonical name): the
     /// dispatcher links it to matching subscriptions and wakes them.
     pub fn written(&self, name: &str) {
-        if !self.any.load(Ordering::Relaxed) {
+        if !self.active() {
             return;
         }
         if let Ok(mut dirty) = self.dirty.lock()
@@ -617,7 +623,21 @@ impl Subscriptions {
 
 /// A fresh wake id: `w_` and 24 hex digits.
 fn new_wake_id() -> String {
-    let seed = signing::SigningKey::generate().seed();
-    let hex: String = seed.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    // Unique, not secret (the token guards the wake): without randomness,
+    // a process-wide counter under the clock still never repeats.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut bytes = [0u8; 12];
+    if getrandom::fill(&mut bytes).is_err() {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        bytes.copy_from_slice(
+            &blake3::hash(&[now.to_le_bytes(), u128::from(n).to_le_bytes()].concat()).as_bytes()
+                [..12],
+        );
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!("w_{hex}")
 }
