@@ -632,6 +632,7 @@ async fn service(requests: Vec<Parsed>) {
     );
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let state = AppState {
+        raft: None,
         config: Arc::clone(&config),
         engine: engine.clone(),
         shutdown: stop_rx,

@@ -1,7 +1,7 @@
 //! The engine: a node's groups, each behind its owner task, and the
 //! routing of requests to them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use strand::{
@@ -11,13 +11,15 @@ use strand::{
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::clock::{Clock, SystemClock};
-use crate::group::{self, Op, ReadReply};
-use crate::log::{GroupApplier, GroupLink, GroupLog, GroupStatus};
+use crate::clock::Clock;
+use crate::error::{EngineError, FanOutError, Unavailable};
+use crate::group::{Answer, Op, ReadReply};
+use crate::log::{GroupLog, GroupStatus};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
 use crate::placement::group_of;
+use crate::replica::ReplicaSlot;
 use crate::waiters::{AppendNotice, SUBSCRIPTION_NOTICES, WaiterTx, Wake};
 
 /// The future a [`ColdReader`] answers with.
@@ -72,45 +74,6 @@ impl Default for EngineConfig {
     }
 }
 
-/// Why the engine could not serve a request (as opposed to the machine
-/// answering it with an error).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum EngineError {
-    /// A group's queue is full: back-pressure, retry later.
-    #[error("the group's request queue is full")]
-    Busy,
-    /// The node parks as many live readers as it allows.
-    #[error("too many live readers")]
-    TooManyWaiters,
-    /// The engine is shutting down.
-    #[error("the engine is shutting down")]
-    Shutdown,
-    /// A replicated group cannot take writes now (it has no leader, or its
-    /// log failed): retry later.
-    #[error("the group has no leader")]
-    Unavailable,
-}
-
-/// A command sent to every group ([`Engine::apply_all`]) that one group
-/// did not take: the groups before it applied it, the groups after it were
-/// not asked, and the failed group's own outcome is unknown when its log
-/// did not confirm the command ([`EngineError::Unavailable`]).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error(
-    "the command was applied in {} of {groups} groups: group {group} did not take it ({error})",
-    applied.len()
-)]
-pub struct FanOutError {
-    /// The answers of groups `0..group`, which applied the command.
-    pub applied: Vec<StreamResponse>,
-    /// The group that failed.
-    pub group: usize,
-    /// How many groups the node has.
-    pub groups: usize,
-    /// Why the group failed.
-    pub error: EngineError,
-}
-
 /// What a live-read wait ended with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WaitOutcome {
@@ -159,8 +122,9 @@ impl Subscription {
 #[derive(Debug)]
 pub struct WaiterPermit(#[allow(dead_code)] OwnedSemaphorePermit);
 
-struct Group {
-    tx: mpsc::Sender<Op>,
+/// A group as the engine holds it: its owner task's request queue.
+pub(crate) struct Group {
+    pub(crate) tx: mpsc::Sender<Op>,
 }
 
 /// A node's groups of state machines. Cheap to clone; every clone talks to
@@ -170,7 +134,18 @@ pub struct Engine {
     inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
+/// An [`Engine`] that does not keep it alive ([`Engine::downgrade`]).
+#[derive(Clone)]
+pub(crate) struct WeakEngine(Weak<Inner>);
+
+impl WeakEngine {
+    /// The engine, while any [`Engine`] handle to it is left.
+    pub(crate) fn upgrade(&self) -> Option<Engine> {
+        self.0.upgrade().map(|inner| Engine { inner })
+    }
+}
+
+struct Inner {
     groups: Vec<Group>,
     clock: Arc<dyn Clock>,
     waiters: Arc<Semaphore>,
@@ -183,7 +158,7 @@ pub(crate) struct Inner {
     replicated: bool,
     /// The node's copy of flushed bytes, shared with the groups' tasks and
     /// appliers (a replicated engine's, once installed).
-    replica: crate::group::ReplicaSlot,
+    replica: ReplicaSlot,
 }
 
 impl std::fmt::Debug for Engine {
@@ -195,50 +170,18 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Starts an engine on the current tokio runtime with the system clock.
-    pub fn start(config: EngineConfig) -> Self {
-        Self::start_with_clock(config, Arc::new(SystemClock))
-    }
-
-    /// Starts an engine with the given clock (tests inject a
-    /// [`ManualClock`](crate::ManualClock)).
-    pub fn start_with_clock(config: EngineConfig, clock: Arc<dyn Clock>) -> Self {
-        let (shutdown, shutdown_rx) = watch::channel(false);
-        let unpins = Arc::new(tokio::sync::Notify::new());
-        let mut groups = Vec::new();
-        let mut tasks = Vec::new();
-        for _ in 0..config.groups.max(1) {
-            let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
-            tasks.push(tokio::spawn(group::run(
-                rx,
-                shutdown_rx.clone(),
-                config.machine,
-                Arc::clone(&unpins),
-            )));
-            groups.push(Group { tx });
-        }
-        Self::assemble(
-            &config,
-            clock,
-            groups,
-            tasks,
-            (shutdown, shutdown_rx),
-            unpins,
-            (false, crate::group::ReplicaSlot::default()),
-        )
-    }
-
-    fn assemble(
+    /// Puts an engine together from its started group tasks (`start.rs`
+    /// starts them, and the engine's own background tasks after).
+    pub(crate) fn from_parts(
         config: &EngineConfig,
         clock: Arc<dyn Clock>,
         groups: Vec<Group>,
         tasks: Vec<JoinHandle<()>>,
-        (shutdown, shutdown_rx): (watch::Sender<bool>, watch::Receiver<bool>),
-        unpins: Arc<tokio::sync::Notify>,
-        (replicated, replica): (bool, crate::group::ReplicaSlot),
+        shutdown: watch::Sender<bool>,
+        (replicated, replica): (bool, ReplicaSlot),
     ) -> Self {
         let logs = groups.iter().map(|_| std::sync::OnceLock::new()).collect();
-        let engine = Self {
+        Self {
             inner: Arc::new(Inner {
                 groups,
                 clock,
@@ -250,62 +193,21 @@ impl Engine {
                 replicated,
                 replica,
             }),
-        };
-        let janitor = tokio::spawn(crate::forks::deliver_unpins(
-            Arc::downgrade(&engine.inner),
-            unpins,
-            shutdown_rx,
-        ));
-        if let Ok(mut tasks) = engine.inner.tasks.lock() {
-            tasks.push(janitor);
         }
-        engine
     }
 
-    /// Starts an engine whose groups apply their state changes through a
-    /// replicated log. Each returned [`GroupLink`] gives its log the
-    /// [`GroupApplier`] that applies committed entries to the group's
-    /// machine; a group serves no request until its log is attached
-    /// ([`GroupLink::attach`]), but applies (replays) entries before.
-    pub fn start_replicated(config: EngineConfig, clock: Arc<dyn Clock>) -> (Self, Vec<GroupLink>) {
-        let (shutdown, shutdown_rx) = watch::channel(false);
-        let unpins = Arc::new(tokio::sync::Notify::new());
-        let mut groups = Vec::new();
-        let mut tasks = Vec::new();
-        let mut appliers = Vec::new();
-        let replica = crate::group::ReplicaSlot::default();
-        for index in 0..config.groups.max(1) {
-            let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
-            let (log_tx, log_rx) = mpsc::unbounded_channel();
-            tasks.push(tokio::spawn(group::run_replicated(
-                rx,
-                tx.downgrade(),
-                log_rx,
-                shutdown_rx.clone(),
-                config.machine,
-                Arc::clone(&unpins),
-                (index, Arc::clone(&replica)),
-            )));
-            groups.push(Group { tx });
-            appliers.push(GroupApplier::new(index, log_tx, Arc::clone(&replica)));
+    /// Adds a task [`Engine::shutdown`] waits for.
+    pub(crate) fn add_task(&self, task: JoinHandle<()>) {
+        match self.inner.tasks.lock() {
+            Ok(mut tasks) => tasks.push(task),
+            Err(poisoned) => poisoned.into_inner().push(task),
         }
-        let engine = Self::assemble(
-            &config,
-            clock,
-            groups,
-            tasks,
-            (shutdown, shutdown_rx),
-            unpins,
-            (true, replica),
-        );
-        let links = appliers
-            .into_iter()
-            .map(|applier| GroupLink {
-                applier,
-                engine: engine.clone(),
-            })
-            .collect();
-        (engine, links)
+    }
+
+    /// A handle that does not keep the engine alive (for its own
+    /// background tasks, which end once every [`Engine`] is gone).
+    pub(crate) fn downgrade(&self) -> WeakEngine {
+        WeakEngine(Arc::downgrade(&self.inner))
     }
 
     pub(crate) fn set_log(&self, group: usize, log: Arc<dyn GroupLog>) {
@@ -327,26 +229,6 @@ impl Engine {
     /// [`Engine::start_replicated`]).
     pub fn is_replicated(&self) -> bool {
         self.inner.logs.iter().any(|l| l.get().is_some())
-    }
-
-    /// Hands a peer's message to a group's log (the cluster transport
-    /// carries it; the log decodes it).
-    ///
-    /// # Errors
-    /// No such group, an in-memory engine, or the log's own error.
-    pub async fn log_message(
-        &self,
-        group: usize,
-        kind: &str,
-        body: Vec<u8>,
-    ) -> Result<Vec<u8>, String> {
-        let log = self
-            .inner
-            .logs
-            .get(group)
-            .and_then(|l| l.get())
-            .ok_or_else(|| format!("no replicated group {group}"))?;
-        log.message(kind, body).await
     }
 
     /// Each group's replication status, in group order; empty for an
@@ -385,10 +267,11 @@ impl Engine {
         group_of(id, self.inner.groups.len())
     }
 
+    /// Sends a group a request and waits for its answer.
     pub(crate) async fn call<R>(
         &self,
         group: usize,
-        op: impl FnOnce(oneshot::Sender<R>) -> Op,
+        op: impl FnOnce(Answer<R>) -> Op,
     ) -> Result<R, EngineError> {
         let (tx, rx) = oneshot::channel();
         let sender = &self.inner.groups[group % self.inner.groups.len()].tx;
@@ -397,14 +280,14 @@ impl Engine {
             Err(mpsc::error::TrySendError::Full(_)) => return Err(EngineError::Busy),
             Err(mpsc::error::TrySendError::Closed(_)) => return Err(EngineError::Shutdown),
         }
-        // A reply dropped while the engine runs is a replicated group's
-        // proposal that failed (no leader, the log stopped).
-        rx.await.map_err(|_| {
-            if *self.inner.shutdown.borrow() {
+        // A failed proposal answers why; a reply dropped unanswered while
+        // the engine runs means the group's task is gone.
+        rx.await.unwrap_or_else(|_| {
+            Err(if *self.inner.shutdown.borrow() {
                 EngineError::Shutdown
             } else {
-                EngineError::Unavailable
-            }
+                EngineError::Unavailable(Unavailable::Stopped)
+            })
         })
     }
 
@@ -635,11 +518,6 @@ impl Engine {
         }
     }
 
-    /// Upgrades the janitor's weak handle.
-    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
-        Self { inner }
-    }
-
     /// Takes a place for one live reader, or fails when the node's limit is
     /// reached.
     pub fn waiter_permit(&self) -> Result<WaiterPermit, EngineError> {
@@ -720,7 +598,7 @@ impl Engine {
     ) -> Result<R, EngineError> {
         self.call(group, |reply| {
             Op::Query(Box::new(move |machine| {
-                let _ = reply.send(f(machine));
+                let _ = reply.send(Ok(f(machine)));
             }))
         })
         .await

@@ -4,7 +4,7 @@
 //! through its source chain, and deliver the unpins that removed forks
 //! leave in their group's outbox.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -14,7 +14,8 @@ use strand::{
 };
 use tokio::sync::{Notify, watch};
 
-use crate::engine::{Engine, EngineError, Inner};
+use crate::engine::{Engine, WeakEngine};
+use crate::error::EngineError;
 use crate::group::ReadReply;
 use crate::ops::ReadOutcome;
 
@@ -415,7 +416,7 @@ const RETRY: Duration = Duration::from_secs(1);
 /// leads ([`Engine::leads_group`]): in a cluster the leader delivers and
 /// the followers apply what it proposed.
 pub(crate) async fn deliver_unpins(
-    inner: Weak<Inner>,
+    engine: WeakEngine,
     notify: Arc<Notify>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -430,10 +431,9 @@ pub(crate) async fn deliver_unpins(
                 }
             }
         }
-        let Some(inner) = inner.upgrade() else {
+        let Some(engine) = engine.upgrade() else {
             return;
         };
-        let engine = Engine::from_inner(inner);
         retry = !engine.deliver_unpins_once().await;
     }
 }

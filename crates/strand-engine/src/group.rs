@@ -14,53 +14,57 @@ use std::sync::Arc;
 use strand::{BucketStreamId, MachineOptions, StreamCommand, StreamResponse, StreamStateMachine};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::engine::EngineError;
-use crate::log::{EntryOutcome, GroupEntry, GroupLog, LogInput};
+use crate::applier::LogInput;
+use crate::error::{EngineError, Unavailable};
+use crate::log::{EntryOutcome, GroupEntry, GroupLog};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
 };
-use crate::replica::{Capture, SegmentReplica};
+use crate::replica::{Capture, ReplicaSlot};
 use crate::waiters::{AppendNotice, WaiterTx, Waiters, Wake};
 
 /// A query run on the group's machine inside its task.
 pub(crate) type Query = Box<dyn FnOnce(&StreamStateMachine) + Send>;
+
+/// Where a group sends a request's answer, or why it could not serve it.
+pub(crate) type Answer<T> = oneshot::Sender<Result<T, EngineError>>;
 
 /// One request to a group.
 pub(crate) enum Op {
     /// Apply a command as it is.
     Apply {
         command: StreamCommand,
-        reply: oneshot::Sender<StreamResponse>,
+        reply: Answer<StreamResponse>,
     },
     /// Apply commands in order as one entry (one log entry when
     /// replicated).
     ApplyMany {
         commands: Vec<StreamCommand>,
-        reply: oneshot::Sender<Vec<StreamResponse>>,
+        reply: Answer<Vec<StreamResponse>>,
     },
     /// Create a stream, creating its bucket in this group first.
     Create {
         command: StreamCommand,
         media_type_match: bool,
-        reply: oneshot::Sender<StreamResponse>,
+        reply: Answer<StreamResponse>,
     },
     /// An append, append-and-close or close.
     Write {
         request: Box<WriteRequest>,
         now_ms: u64,
-        reply: oneshot::Sender<WriteOutcome>,
+        reply: Answer<WriteOutcome>,
     },
     /// Delete a stream that has not expired.
     Delete {
         stream_id: BucketStreamId,
         now_ms: u64,
-        reply: oneshot::Sender<StreamResponse>,
+        reply: Answer<StreamResponse>,
     },
     /// A stream's metadata; expiry applied, no renewal.
     Head {
         stream_id: BucketStreamId,
         now_ms: u64,
-        reply: oneshot::Sender<HeadOutcome>,
+        reply: Answer<HeadOutcome>,
     },
     /// A read from the hot buffer, renewing the TTL when due; `through`
     /// is a fork reading through this stream (no expiry, no renewal).
@@ -70,7 +74,7 @@ pub(crate) enum Op {
         max_len: usize,
         now_ms: u64,
         through: bool,
-        reply: oneshot::Sender<ReadReply>,
+        reply: Answer<ReadReply>,
     },
     /// Park until the stream's tail passes `offset`, it closes or it goes
     /// (`WaiterTx::Once`), or follow its appends from `offset` on
@@ -83,7 +87,7 @@ pub(crate) enum Op {
     /// Appends to several streams of one affinity group, all or nothing.
     Transaction {
         commands: Vec<StreamCommand>,
-        reply: oneshot::Sender<TransactionOutcome>,
+        reply: Answer<TransactionOutcome>,
     },
     /// A read-only query of the machine.
     Query(Query),
@@ -109,57 +113,68 @@ pub(crate) enum ReadReply {
 }
 
 /// What a read or head does once its access is applied: it gets the
-/// machine and whether the stream is there.
-type AfterAccess = Box<dyn FnOnce(&StreamStateMachine, bool) + Send>;
+/// machine and whether the stream is there, or why the access failed.
+type AfterAccess = Box<dyn FnOnce(Result<(&StreamStateMachine, bool), EngineError>) + Send>;
 
 /// Where a proposed entry's outcome goes.
 enum Reply {
-    Response(oneshot::Sender<StreamResponse>),
-    Many(oneshot::Sender<Vec<StreamResponse>>),
-    Write(oneshot::Sender<WriteOutcome>),
-    Transaction(oneshot::Sender<TransactionOutcome>),
+    Response(Answer<StreamResponse>),
+    Many(Answer<Vec<StreamResponse>>),
+    Write(Answer<WriteOutcome>),
+    Transaction(Answer<TransactionOutcome>),
     /// Continue a read or head once its access entry is applied.
-    Access(Box<dyn FnOnce(bool) + Send>),
+    Access(Box<dyn FnOnce(Result<bool, EngineError>) + Send>),
 }
 
 impl Reply {
-    /// Sends an outcome; a failure (or a mismatched outcome, which a
-    /// correct log never produces) drops the sender, so the caller sees
-    /// the engine's error.
+    /// Sends an outcome, or the error the log failed the entry with (a
+    /// mismatched outcome, which a correct log never produces, is answered
+    /// as a failed log).
     fn send(self, outcome: Result<EntryOutcome, EngineError>) {
-        match (self, outcome) {
-            (Reply::Response(tx), Ok(EntryOutcome::Response(r))) => {
-                let _ = tx.send(r);
+        let mismatch = |other: &EntryOutcome| {
+            tracing::error!(
+                ?other,
+                "a log answered an entry with another kind of outcome"
+            );
+            EngineError::Unavailable(Unavailable::LogFailed)
+        };
+        match self {
+            Reply::Response(tx) => {
+                let _ = tx.send(outcome.and_then(|o| match o {
+                    EntryOutcome::Response(r) => Ok(r),
+                    other => Err(mismatch(&other)),
+                }));
             }
-            (Reply::Many(tx), Ok(EntryOutcome::Batch(outcomes))) => {
-                let responses: Option<Vec<StreamResponse>> = outcomes
-                    .into_iter()
-                    .map(|o| match o {
-                        EntryOutcome::Response(r) => Some(r),
-                        _ => None,
-                    })
-                    .collect();
-                match responses {
-                    Some(r) => {
-                        let _ = tx.send(r);
+            Reply::Many(tx) => {
+                let _ = tx.send(outcome.and_then(|o| {
+                    match o {
+                        EntryOutcome::Batch(outcomes) => outcomes
+                            .into_iter()
+                            .map(|o| match o {
+                                EntryOutcome::Response(r) => Ok(r),
+                                other => Err(mismatch(&other)),
+                            })
+                            .collect(),
+                        other => Err(mismatch(&other)),
                     }
-                    None => tracing::error!("a log answered commands with another kind of outcome"),
-                }
+                }));
             }
-            (Reply::Write(tx), Ok(EntryOutcome::Write(w))) => {
-                let _ = tx.send(w);
+            Reply::Write(tx) => {
+                let _ = tx.send(outcome.and_then(|o| match o {
+                    EntryOutcome::Write(w) => Ok(w),
+                    other => Err(mismatch(&other)),
+                }));
             }
-            (Reply::Transaction(tx), Ok(EntryOutcome::Transaction(t))) => {
-                let _ = tx.send(t);
+            Reply::Transaction(tx) => {
+                let _ = tx.send(outcome.and_then(|o| match o {
+                    EntryOutcome::Transaction(t) => Ok(t),
+                    other => Err(mismatch(&other)),
+                }));
             }
-            (Reply::Access(f), Ok(EntryOutcome::Accessed(present))) => f(present),
-            (_, Ok(other)) => {
-                tracing::error!(
-                    ?other,
-                    "a log answered an entry with another kind of outcome"
-                );
-            }
-            (_, Err(e)) => tracing::debug!(error = %e, "a proposal failed"),
+            Reply::Access(f) => f(outcome.and_then(|o| match o {
+                EntryOutcome::Accessed(present) => Ok(present),
+                other => Err(mismatch(&other)),
+            })),
         }
     }
 }
@@ -189,8 +204,6 @@ pub(crate) struct GroupCore {
 }
 
 /// Where a replicated engine's [`SegmentReplica`] is installed.
-pub(crate) type ReplicaSlot = Arc<std::sync::OnceLock<Arc<dyn SegmentReplica>>>;
-
 impl GroupCore {
     pub(crate) fn new(options: MachineOptions) -> Self {
         Self {
@@ -235,7 +248,9 @@ impl GroupCore {
             Backend::Replicated { log: Some(log), .. } => {
                 log.propose(entry, Box::new(move |outcome| reply.send(outcome)));
             }
-            Backend::Replicated { log: None, .. } => reply.send(Err(EngineError::Unavailable)),
+            Backend::Replicated { log: None, .. } => {
+                reply.send(Err(Unavailable::NotAttached.into()))
+            }
         }
     }
 
@@ -391,7 +406,7 @@ impl GroupCore {
             }
             _ => {
                 let present = self.access(&id, now_ms, renew);
-                then(&self.machine, present);
+                then(Ok((&self.machine, present)));
                 return;
             }
         };
@@ -400,11 +415,20 @@ impl GroupCore {
             now_ms,
             renew,
         };
-        let resume = Box::new(move |present: bool| {
-            if let Some(tx) = requeue.upgrade() {
-                // The continuation only reads; a full queue drops it and the
-                // caller sees the engine's error.
-                let _ = tx.try_send(Op::Query(Box::new(move |m| then(m, present))));
+        let resume = Box::new(move |present: Result<bool, EngineError>| {
+            let present = match present {
+                Ok(present) => present,
+                Err(e) => return then(Err(e)),
+            };
+            // The continuation only reads, in the group's task; a group
+            // whose task is gone drops it (the caller sees that).
+            let Some(tx) = requeue.upgrade() else {
+                return;
+            };
+            match tx.try_reserve() {
+                Ok(permit) => permit.send(Op::Query(Box::new(move |m| then(Ok((m, present)))))),
+                Err(mpsc::error::TrySendError::Full(())) => then(Err(EngineError::Busy)),
+                Err(mpsc::error::TrySendError::Closed(())) => then(Err(EngineError::Shutdown)),
             }
         });
         self.submit(entry, Reply::Access(resume));
@@ -453,12 +477,14 @@ impl GroupCore {
                     stream_id,
                     now_ms,
                     false,
-                    Box::new(move |machine, present| {
-                        let head = if present {
-                            machine.head(&id).cloned()
-                        } else {
-                            None
-                        };
+                    Box::new(move |accessed| {
+                        let head = accessed.map(|(machine, present)| {
+                            if present {
+                                machine.head(&id).cloned()
+                            } else {
+                                None
+                            }
+                        });
                         let _ = reply.send(head);
                     }),
                 );
@@ -474,7 +500,7 @@ impl GroupCore {
                 if through {
                     // A fork reading through this stream: no access, no
                     // expiry, nothing to propose.
-                    let _ = reply.send(read_through(&self.machine, &stream_id, from, max_len));
+                    let _ = reply.send(Ok(read_through(&self.machine, &stream_id, from, max_len)));
                     return;
                 }
                 let id = stream_id.clone();
@@ -482,12 +508,14 @@ impl GroupCore {
                     stream_id,
                     now_ms,
                     true,
-                    Box::new(move |machine, present| {
-                        let outcome = if present {
-                            read(machine, &id, from, max_len, now_ms)
-                        } else {
-                            ReadReply::Data(Err(not_found(&id)))
-                        };
+                    Box::new(move |accessed| {
+                        let outcome = accessed.map(|(machine, present)| {
+                            if present {
+                                read(machine, &id, from, max_len, now_ms)
+                            } else {
+                                ReadReply::Data(Err(not_found(&id)))
+                            }
+                        });
                         let _ = reply.send(outcome);
                     }),
                 );
@@ -530,7 +558,7 @@ impl GroupCore {
                 // group goes on with the entries after the snapshot point.
                 let machine = self.machine.clone();
                 tokio::task::spawn_blocking(move || {
-                    let _ = reply.send(crate::log::encode_snapshot(&machine, sink));
+                    let _ = reply.send(crate::applier::encode_snapshot(&machine, sink));
                 });
             }
             LogInput::Install { machine, reply } => {

@@ -17,29 +17,42 @@
 //! this crate does not know) and applies it when the log hands it back
 //! committed through the group's [`GroupApplier`]. The [`Engine`]
 //! interface is the same for both.
+//!
+//! Modules: `engine` (the [`Engine`] handle and its requests), `start`
+//! (constructors, [`GroupLink`]), `group` (a group's owner task and the
+//! one apply function), `log` (the [`GroupLog`] interface and
+//! [`GroupEntry`]), `applier` (the log's side: [`GroupApplier`],
+//! snapshots), `error` ([`EngineError`]), `ops` (typed requests and
+//! outcomes), `forks` (fork steps across groups and the unpin janitor),
+//! `waiters` (parked live readers), `replica` (a node's copy of flushed
+//! bytes), `placement`, `clock`. No module imports one that imports it
+//! back: `engine` builds on `group`, `log` and `applier`; `forks` and
+//! `start` build on `engine`.
 
+mod applier;
 mod clock;
 mod engine;
+mod error;
 mod forks;
 mod group;
 mod log;
 mod ops;
 mod placement;
 mod replica;
+mod start;
 mod waiters;
 
+pub use applier::{GroupApplier, PendingSnapshot, SnapshotSink};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{
-    ColdRead, ColdReader, Engine, EngineConfig, EngineError, FanOutError, Subscription,
-    WaitOutcome, WaiterPermit,
+    ColdRead, ColdReader, Engine, EngineConfig, Subscription, WaitOutcome, WaiterPermit,
 };
+pub use error::{EngineError, FanOutError, Unavailable};
 pub use forks::{ForkRequest, MAX_FORK_DEPTH};
 pub use group::{media_type, same_media_type};
-pub use log::{
-    EntryOutcome, GroupApplier, GroupEntry, GroupLink, GroupLog, GroupStatus, LogFuture, LogStats,
-    PendingSnapshot, ProposalDone, SnapshotSink, SnapshotStats,
-};
+pub use log::{EntryOutcome, GroupEntry, GroupLog, GroupStatus, LogFuture, ProposalDone};
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};
 pub use replica::{FlushedPiece, Reclaimed, SegmentPeers, SegmentReplica};
+pub use start::GroupLink;
 pub use waiters::AppendNotice;

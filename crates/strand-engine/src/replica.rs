@@ -156,3 +156,7 @@ impl Capture {
         }
     }
 }
+
+/// Where a replicated engine keeps its [`SegmentReplica`] once installed,
+/// shared by the engine, its group tasks and their appliers.
+pub(crate) type ReplicaSlot = Arc<std::sync::OnceLock<Arc<dyn SegmentReplica>>>;

@@ -36,7 +36,10 @@ use openraft::{
     StorageIOError, Vote,
 };
 
-use strand_engine::{GroupEntry, LogStats};
+use strand_engine::GroupEntry;
+
+use crate::stats::LogStats;
+use crate::sync::lock;
 
 use crate::segment::{HEADER_LEN, LogError, Tail, check_record, encode_record, scan};
 use crate::types::{NodeId, TypeConfig};
@@ -890,13 +893,6 @@ impl LogStore {
             done: Some(done),
         };
         self.send(job)
-    }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

@@ -18,12 +18,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::header::CONTENT_TYPE;
-use hyper::{Request, StatusCode};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use openraft::BasicNode;
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -32,8 +26,11 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
-use crate::batch::{Batcher, Counters, NetworkStats};
+use crate::batch::Batcher;
+use crate::http::{Http, PeerError};
+use crate::stats::{Counters, NetworkStats};
 use crate::types::{NodeId, TypeConfig};
+use crate::wire::{RaftMessage, SEGMENT_PATH};
 
 /// A network with no peers.
 #[derive(Debug, Clone, Copy, Default)]
@@ -84,10 +81,6 @@ impl RaftNetwork<TypeConfig> for Unconnected {
     }
 }
 
-/// The header that carries the cluster token on every message between
-/// nodes (`/__strand/raft/...`).
-pub const CLUSTER_TOKEN_HEADER: &str = "strand-cluster-token";
-
 /// How this node reaches the other members of its cluster: each member's
 /// address as *this* node's `--peer` list gives it (nodes may reach one
 /// another through different addresses, such as a proxy; the addresses in
@@ -99,7 +92,7 @@ pub struct ClusterLinks {
     /// messages to.
     pub addrs: BTreeMap<NodeId, String>,
     /// The shared secret every message carries in
-    /// [`CLUSTER_TOKEN_HEADER`]; `None` sends none.
+    /// [`CLUSTER_TOKEN_HEADER`](crate::CLUSTER_TOKEN_HEADER); `None` sends none.
     pub token: Option<String>,
 }
 
@@ -157,159 +150,6 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
 #[error("{0}")]
 struct Transport(String);
 
-/// `host:port` of a peer URL (`http://host:port[/]`).
-pub(crate) fn host_port(url: &str) -> &str {
-    let rest = url.strip_prefix("http://").unwrap_or(url);
-    rest.split('/').next().unwrap_or(rest)
-}
-
-/// The largest answer a peer may send (a snapshot install's answer is
-/// small; this only bounds a misbehaving peer).
-const MAX_ANSWER: usize = 64 << 20;
-
-/// The HTTP client of a node's Raft traffic, shared by all its groups
-/// (and by its batcher): hyper-util's pooled client, which keeps the
-/// connections to each peer alive and reuses an idle one for the next
-/// request (a request finding none idle opens one more; at most 64 idle
-/// per peer are kept, each for at most a minute). Cheap to clone.
-#[derive(Clone)]
-pub(crate) struct Http {
-    client: Client<HttpConnector, Full<Bytes>>,
-}
-
-impl std::fmt::Debug for Http {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Http").finish_non_exhaustive()
-    }
-}
-
-/// The start of [`Http::post`]'s error for a peer that has no such route
-/// (an older node without `/__strand/raft/batch`).
-pub(crate) const NOT_FOUND: &str = "status 404";
-
-impl Http {
-    /// A client with an empty pool (connections open on first use).
-    pub(crate) fn new() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(std::time::Duration::from_secs(2)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(std::time::Duration::from_secs(60))
-            .pool_max_idle_per_host(64)
-            .build(connector);
-        Self { client }
-    }
-
-    /// One POST to the peer at `addr` (`http://host:port`), with the
-    /// cluster token when there is one; the answer's body when it is 200
-    /// (any other status is an error starting `status NNN`).
-    /// Fails after `timeout` (the connection in use is then dropped, not
-    /// reused).
-    pub(crate) async fn post(
-        &self,
-        addr: &str,
-        path: &str,
-        body: Vec<u8>,
-        token: Option<&str>,
-        timeout: std::time::Duration,
-    ) -> Result<Bytes, String> {
-        self.post_limited(addr, path, (body, token), timeout, MAX_ANSWER)
-            .await
-    }
-}
-
-impl Http {
-    /// [`Http::post`] for an answer that streams: hands each piece of a
-    /// 200 answer's body to `each` as it arrives (an error from `each`
-    /// ends the exchange with it), at most [`MAX_ANSWER`] bytes in all.
-    /// Fails after `timeout`, keeping what `each` was given by then.
-    pub(crate) async fn post_streaming(
-        &self,
-        addr: &str,
-        path: &str,
-        body: Vec<u8>,
-        token: Option<&str>,
-        timeout: std::time::Duration,
-        each: impl FnMut(Bytes) -> Result<(), String>,
-    ) -> Result<(), String> {
-        self.exchange(addr, path, (body, token), timeout, MAX_ANSWER, each)
-            .await
-    }
-
-    /// [`Http::post`] for an answer of up to `limit` bytes (a segment
-    /// file).
-    pub(crate) async fn post_limited(
-        &self,
-        addr: &str,
-        path: &str,
-        (body, token): (Vec<u8>, Option<&str>),
-        timeout: std::time::Duration,
-        limit: usize,
-    ) -> Result<Bytes, String> {
-        let mut answer = bytes::BytesMut::new();
-        self.exchange(addr, path, (body, token), timeout, limit, |piece| {
-            answer.extend_from_slice(&piece);
-            Ok(())
-        })
-        .await?;
-        Ok(answer.freeze())
-    }
-
-    async fn exchange(
-        &self,
-        addr: &str,
-        path: &str,
-        (body, token): (Vec<u8>, Option<&str>),
-        timeout: std::time::Duration,
-        limit: usize,
-        mut each: impl FnMut(Bytes) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let host = host_port(addr);
-        let exchange = async {
-            let mut request = Request::post(format!("http://{host}{path}"))
-                .header(CONTENT_TYPE, "application/msgpack");
-            if let Some(token) = token {
-                request = request.header(CLUSTER_TOKEN_HEADER, token);
-            }
-            let request = request
-                .body(Full::new(Bytes::from(body)))
-                .map_err(|e| format!("{host}: {e}"))?;
-            let response =
-                self.client.request(request).await.map_err(
-                    |e| match std::error::Error::source(&e) {
-                        Some(cause) => format!("{host}: {e}: {cause}"),
-                        None => format!("{host}: {e}"),
-                    },
-                )?;
-            let status = response.status();
-            let mut answer = Limited::new(response.into_body(), limit);
-            if status != StatusCode::OK {
-                let text = answer
-                    .collect()
-                    .await
-                    .map_err(|e| format!("{host}: {e}"))?
-                    .to_bytes();
-                return Err(format!(
-                    "status {}: {}",
-                    status.as_u16(),
-                    String::from_utf8_lossy(&text).trim()
-                ));
-            }
-            while let Some(frame) = answer.frame().await {
-                let frame = frame.map_err(|e| format!("{host}: {e}"))?;
-                if let Ok(data) = frame.into_data() {
-                    each(data)?;
-                }
-            }
-            Ok(())
-        };
-        tokio::time::timeout(timeout, exchange)
-            .await
-            .map_err(|_| format!("{addr}: timed out"))?
-    }
-}
-
 /// A node's client to its peers, shared by all its groups: the pooled
 /// [`Http`] client, the node-wide [`Batcher`] over it, and the traffic
 /// counters ([`NetworkStats`]). Cheap to clone.
@@ -342,7 +182,7 @@ impl PeerClient {
         body: Vec<u8>,
         token: Option<&str>,
         timeout: std::time::Duration,
-    ) -> Result<Bytes, String> {
+    ) -> Result<Bytes, PeerError> {
         self.http.post(addr, path, body, token, timeout).await
     }
 
@@ -351,10 +191,6 @@ impl PeerClient {
         self.counters.snapshot()
     }
 }
-
-/// The path a node serves its segment files to its peers on (POST, the
-/// object's name as the body).
-pub const SEGMENT_PATH: &str = "/__strand/raft/segment";
 
 /// How long one segment file fetch may take.
 const SEGMENT_FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -403,7 +239,7 @@ impl strand_engine::SegmentPeers for PeerSegments {
 impl HttpPeer {
     async fn call<Req, Resp, E>(
         &self,
-        kind: &'static str,
+        kind: RaftMessage,
         rpc: &Req,
         option: &RPCOption,
     ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
@@ -420,7 +256,7 @@ impl HttpPeer {
                 .send(&self.addr, self.group, kind, body, option.hard_ttl())
                 .await
         } else {
-            let path = format!("/__strand/raft/{}/{kind}", self.group);
+            let path = kind.path(self.group);
             let answer = self
                 .client
                 .post(
@@ -432,7 +268,7 @@ impl HttpPeer {
                 )
                 .await;
             self.client.counters.sent_alone(answer.is_ok());
-            answer
+            answer.map_err(|e| e.to_string())
         }
         .map_err(|e| RPCError::Unreachable(Unreachable::new(&Transport(e))))?;
         let result: Result<Resp, RaftError<NodeId, E>> = rmp_serde::from_slice(&answer)
@@ -447,7 +283,7 @@ impl RaftNetwork<TypeConfig> for HttpPeer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.call("append", &rpc, &option).await
+        self.call(RaftMessage::Append, &rpc, &option).await
     }
 
     async fn install_snapshot(
@@ -458,7 +294,7 @@ impl RaftNetwork<TypeConfig> for HttpPeer {
         InstallSnapshotResponse<NodeId>,
         RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
     > {
-        self.call("snapshot", &rpc, &option).await
+        self.call(RaftMessage::Snapshot, &rpc, &option).await
     }
 
     async fn vote(
@@ -466,6 +302,6 @@ impl RaftNetwork<TypeConfig> for HttpPeer {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.call("vote", &rpc, &option).await
+        self.call(RaftMessage::Vote, &rpc, &option).await
     }
 }

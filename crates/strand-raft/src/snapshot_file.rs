@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 use openraft::{BasicNode, SnapshotMeta};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
-use crate::log_store::lock;
+use crate::sync::lock;
 use crate::types::NodeId;
 
 /// Raft's metadata of a snapshot.
@@ -488,9 +488,9 @@ impl SnapshotDir {
     }
 
     /// The counters and the current snapshot's index and size.
-    pub(crate) fn stats(&self) -> strand_engine::SnapshotStats {
+    pub(crate) fn stats(&self) -> crate::stats::SnapshotStats {
         let state = lock(&self.state);
-        strand_engine::SnapshotStats {
+        crate::stats::SnapshotStats {
             built: state.built,
             installed: state.installed,
             index: state
@@ -568,7 +568,7 @@ mod tests {
         assert!(!build(&dir, b"stale", &meta(7)));
         assert_eq!(
             dir.stats(),
-            strand_engine::SnapshotStats {
+            crate::stats::SnapshotStats {
                 built: 3,
                 installed: 0,
                 index: Some(9),

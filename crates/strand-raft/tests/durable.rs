@@ -12,7 +12,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use strand::{BucketStreamId, ProducerRequest, StreamCommand, StreamResponse};
 use strand_engine::{Engine, EngineConfig, ManualClock, ReadFrom, WriteRequest};
-use strand_raft::{DurableOptions, Fsync, LogError, LogStore, group_dir, start_durable};
+use strand_raft::{
+    DurableOptions, Fsync, LogError, LogStats, LogStore, RaftNode, group_dir, start_durable,
+};
 
 fn config() -> EngineConfig {
     EngineConfig {
@@ -30,6 +32,10 @@ fn options(dir: &Path, snapshot_every: u64) -> DurableOptions {
 }
 
 async fn open(dir: &Path, snapshot_every: u64) -> Engine {
+    open_node(dir, snapshot_every).await.into_engine()
+}
+
+async fn open_node(dir: &Path, snapshot_every: u64) -> RaftNode {
     start_durable(
         config(),
         Arc::new(ManualClock::new(1_000)),
@@ -37,6 +43,14 @@ async fn open(dir: &Path, snapshot_every: u64) -> Engine {
     )
     .await
     .unwrap()
+}
+
+/// The log writer counters of every group together.
+fn log_totals(node: &RaftNode) -> LogStats {
+    node.status()
+        .iter()
+        .map(|s| s.log)
+        .fold(LogStats::default(), LogStats::combined)
 }
 
 fn create(id: &BucketStreamId) -> StreamCommand {
@@ -118,7 +132,8 @@ async fn appends_survive_a_restart_at_their_offsets_and_retries_are_deduplicated
     ];
     let mut offsets = Vec::new();
     {
-        let e = open(tmp.path(), 40).await;
+        let node = open_node(tmp.path(), 40).await;
+        let e = node.engine().clone();
         for id in &ids {
             let r = e.create_stream(create(id), true).await.unwrap();
             assert!(matches!(r, StreamResponse::Created { .. }), "{r:?}");
@@ -127,11 +142,15 @@ async fn appends_survive_a_restart_at_their_offsets_and_retries_are_deduplicated
         let status = e.group_status();
         assert_eq!(status.len(), 2);
         assert!(status.iter().all(|s| s.leader == Some(1)), "{status:?}");
-        // Every append went through the log writer and an fsync.
-        let log = status.iter().filter_map(|s| s.log).fold(
-            strand_engine::LogStats::default(),
-            strand_engine::LogStats::combined,
+        assert_eq!(
+            node.status()
+                .into_iter()
+                .map(|s| s.replication)
+                .collect::<Vec<_>>(),
+            status
         );
+        // Every append went through the log writer and an fsync.
+        let log = log_totals(&node);
         assert!(log.entries >= 300 && log.synced_entries >= 300, "{log:?}");
         assert!(log.fsyncs >= 1 && log.fsyncs <= log.writes, "{log:?}");
         e.shutdown().await;
@@ -338,7 +357,8 @@ async fn concurrent_appends_batched_into_entries_answer_each_and_replay() {
     };
     let want = sorted(expected(0, 40));
     {
-        let e = open(tmp.path(), 20_000).await;
+        let node = open_node(tmp.path(), 20_000).await;
+        let e = node.engine().clone();
         for id in &ids {
             e.create_stream(create(id), true).await.unwrap();
         }
@@ -363,10 +383,7 @@ async fn concurrent_appends_batched_into_entries_answer_each_and_replay() {
         for id in &ids {
             assert_eq!(sorted(read_all(&e, id).await), want, "{id}");
         }
-        let log = e.group_status().iter().filter_map(|s| s.log).fold(
-            strand_engine::LogStats::default(),
-            strand_engine::LogStats::combined,
-        );
+        let log = log_totals(&node);
         // Each append is one proposal, in a batch entry or alone.
         assert!(log.proposals >= 320 + 8, "{log:?}");
         e.shutdown().await;
@@ -405,7 +422,8 @@ async fn large_appends_snapshot_by_bytes_and_purge_the_log_by_bytes() {
     let id = BucketStreamId::new("acme", "large");
     let large = |i: u64| vec![b'a' + (i % 26) as u8; 32 << 10];
     let want: Vec<u8> = (0..24).flat_map(large).collect();
-    let e = start_durable(config(), clock(), &options).await.unwrap();
+    let node = start_durable(config(), clock(), &options).await.unwrap();
+    let e = node.engine().clone();
     let group = e.group_for(&id);
     e.create_stream(create(&id), true).await.unwrap();
     // 24 appends of 32 KiB: 768 KiB, three times the limit.
@@ -417,7 +435,7 @@ async fn large_appends_snapshot_by_bytes_and_purge_the_log_by_bytes() {
         .join("0000000001.seg");
     let until = std::time::Instant::now() + Duration::from_secs(30);
     let snapshot = loop {
-        let status = e.group_status().into_iter().find(|s| s.group == group);
+        let status = node.status().into_iter().nth(group);
         let snapshot = status.and_then(|s| s.snapshot).unwrap_or_default();
         if snapshot.built >= 1 && holds_a_purge(&seg) {
             break snapshot;
@@ -438,7 +456,10 @@ async fn large_appends_snapshot_by_bytes_and_purge_the_log_by_bytes() {
     let (log, recovery) = LogStore::open(seg.parent().unwrap(), Fsync::Always).unwrap();
     log.close();
     assert!(recovery.entries < 24, "{recovery:?}");
-    let e = start_durable(config(), clock(), &options).await.unwrap();
+    let e = start_durable(config(), clock(), &options)
+        .await
+        .unwrap()
+        .into_engine();
     assert_eq!(read_all(&e, &id).await, want);
     e.shutdown().await;
 }

@@ -61,6 +61,7 @@ async fn open(dir: &Path, snapshot_every: u64) -> Engine {
     start_durable(config, Arc::new(ManualClock::new(1_000)), &options)
         .await
         .unwrap()
+        .into_engine()
 }
 
 const BUCKETS: [&str; 2] = ["acme", "beta"];

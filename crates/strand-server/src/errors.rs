@@ -139,7 +139,7 @@ impl ApiError {
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         match error {
-            EngineError::Busy | EngineError::TooManyWaiters | EngineError::Unavailable => {
+            EngineError::Busy | EngineError::TooManyWaiters | EngineError::Unavailable(_) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
                     .with_header(header::RETRY_AFTER, "1")
             }

@@ -57,11 +57,36 @@ use tokio::sync::watch;
 pub use config::{Cli, Command, Config};
 pub use state::AppState;
 
-/// Builds the application (routes, CORS and request logging) over an
-/// engine.
+/// A started node: its engine and, for a durable node, its Raft side
+/// (the peers' messages, the log and network counters in health).
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The node's groups.
+    pub engine: Engine,
+    /// The Raft side of a durable node; `None` in memory.
+    pub raft: Option<strand_raft::RaftNode>,
+}
+
+impl From<Engine> for Node {
+    fn from(engine: Engine) -> Self {
+        Self { engine, raft: None }
+    }
+}
+
+impl From<strand_raft::RaftNode> for Node {
+    fn from(raft: strand_raft::RaftNode) -> Self {
+        Self {
+            engine: raft.engine().clone(),
+            raft: Some(raft),
+        }
+    }
+}
+
+/// Builds the application (routes, CORS and request logging) over a
+/// node's engine (an [`Engine`] or a started [`Node`]).
 pub fn app(
     config: Arc<Config>,
-    engine: Engine,
+    node: impl Into<Node>,
     shutdown: watch::Receiver<bool>,
     verifier: Option<auth::Verifier>,
     cold: Option<strand_cold::ColdTier>,
@@ -69,7 +94,7 @@ pub fn app(
 ) -> Router {
     routes::router(app_state(
         config,
-        engine,
+        node.into(),
         shutdown,
         verifier,
         cold,
@@ -80,7 +105,7 @@ pub fn app(
 /// The state every request is served with (see [`app`]).
 fn app_state(
     config: Arc<Config>,
-    engine: Engine,
+    Node { engine, raft }: Node,
     shutdown: watch::Receiver<bool>,
     verifier: Option<auth::Verifier>,
     cold: Option<strand_cold::ColdTier>,
@@ -104,6 +129,7 @@ fn app_state(
     }
     AppState {
         engine,
+        raft,
         shutdown,
         subs,
         limits: Arc::new(limits::Limits::new(
@@ -146,7 +172,7 @@ pub fn engine_config(config: &Config) -> EngineConfig {
 /// # Errors
 /// A durable node that cannot start (a damaged log names its file and
 /// offset).
-pub async fn start_engine(config: &Config) -> Result<Engine, String> {
+pub async fn start_engine(config: &Config) -> Result<Node, String> {
     start_engine_with(config, None).await
 }
 
@@ -160,13 +186,13 @@ pub async fn start_engine(config: &Config) -> Result<Engine, String> {
 pub async fn start_engine_with(
     config: &Config,
     cold: Option<&strand_cold::ColdTier>,
-) -> Result<Engine, String> {
+) -> Result<Node, String> {
     let engine_config = engine_config(config);
     match &config.effective_data_dir() {
         None if !config.peers.is_empty() => {
             Err("--peer needs a data directory: drop --memory".to_owned())
         }
-        None => Ok(Engine::start(engine_config)),
+        None => Ok(Engine::start(engine_config).into()),
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create the data directory {}: {e}", dir.display()))?;
@@ -204,6 +230,7 @@ pub async fn start_engine_with(
                 &options,
             )
             .await
+            .map(Node::from)
             .map_err(|e| format!("--data-dir {}: {e}", dir.display()))
         }
     }
@@ -260,18 +287,18 @@ pub async fn serve(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let cold = config.cold_tier().map_err(std::io::Error::other)?;
-    let engine = start_engine_with(&config, cold.as_ref())
+    let node = start_engine_with(&config, cold.as_ref())
         .await
         .map_err(std::io::Error::other)?;
-    serve_with_cold(config, listeners, engine, cold, signal).await
+    serve_with_cold(config, listeners, node, cold, signal).await
 }
 
-/// [`serve`] with an engine the caller built (tests inject a clock); the
-/// cold tier is the one the configuration asks for.
+/// [`serve`] with an engine (or [`Node`]) the caller built (tests inject a
+/// clock); the cold tier is the one the configuration asks for.
 pub async fn serve_with_engine(
     config: Config,
     listeners: impl Into<Listeners>,
-    engine: Engine,
+    engine: impl Into<Node>,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let cold = config.cold_tier().map_err(std::io::Error::other)?;
@@ -283,10 +310,12 @@ pub async fn serve_with_engine(
 pub async fn serve_with_cold(
     config: Config,
     listeners: impl Into<Listeners>,
-    engine: Engine,
+    node: impl Into<Node>,
     cold: Option<strand_cold::ColdTier>,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let node = node.into();
+    let engine = node.engine.clone();
     let listeners = listeners.into();
     let verifier = config.verifier().map_err(std::io::Error::other)?;
     config
@@ -303,7 +332,7 @@ pub async fn serve_with_cold(
     let workers = cold.as_ref().map(|c| c.start(&engine));
     let state = app_state(
         Arc::new(config),
-        engine.clone(),
+        node,
         stop_rx,
         verifier,
         cold,

@@ -143,8 +143,8 @@ async fn run(config: Config) -> ExitCode {
         );
     }
     // A durable node recovers its groups before it says it is ready.
-    let engine = match strand_server::start_engine_with(&config, cold.as_ref()).await {
-        Ok(engine) => engine,
+    let node = match strand_server::start_engine_with(&config, cold.as_ref()).await {
+        Ok(node) => node,
         Err(e) => {
             eprintln!("strand-server: {e}");
             return ExitCode::FAILURE;
@@ -152,7 +152,7 @@ async fn run(config: Config) -> ExitCode {
     };
     // Every segment file the recovered state names must be there, whole.
     if let Some(tier) = &cold
-        && let Err(e) = tier.check_segments(&engine).await
+        && let Err(e) = tier.check_segments(&node.engine).await
     {
         eprintln!("strand-server: {e}");
         return ExitCode::FAILURE;
@@ -188,7 +188,7 @@ async fn run(config: Config) -> ExitCode {
         client: listener,
         admin,
     };
-    match strand_server::serve_with_cold(config, listeners, engine, cold, shutdown_signal()).await {
+    match strand_server::serve_with_cold(config, listeners, node, cold, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strand-server: {e}");

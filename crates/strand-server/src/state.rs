@@ -19,6 +19,9 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The node's groups.
     pub engine: Engine,
+    /// The Raft side of a durable node (peer messages, counters); `None`
+    /// in memory.
+    pub raft: Option<strand_raft::RaftNode>,
     /// Becomes `true` when the server starts shutting down.
     pub shutdown: watch::Receiver<bool>,
     /// The token verifier; `None` when authentication is off.

@@ -840,13 +840,21 @@ async fn raft_messages_for_missing_groups_are_not_found() {
     let mut config = strand_server::Config::for_listen("127.0.0.1:0".parse().unwrap());
     config.data_dir = Some(dir.path().to_owned());
     config.groups = 2;
-    let engine = strand_server::start_engine(&config).await.unwrap();
+    let node = strand_server::start_engine(&config).await.unwrap();
+    assert!(node.raft.is_some());
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let router = strand_server::app(Arc::new(config), engine.clone(), shutdown, None, None, None);
+    let router = strand_server::app(Arc::new(config), node.clone(), shutdown, None, None, None);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
-    for path in ["/__strand/raft/2/vote", "/__strand/raft/9/append"] {
+    // A group it lacks, a message there is no such name for, and a group
+    // it has on a node that takes no peer messages (it has no peers).
+    for path in [
+        "/__strand/raft/2/vote",
+        "/__strand/raft/9/append",
+        "/__strand/raft/0/network-stats",
+        "/__strand/raft/0/vote",
+    ] {
         let r = common::request(addr, hyper::Method::POST, path)
             .body(vec![0x93, 0x01, 0x02])
             .send()
@@ -854,7 +862,7 @@ async fn raft_messages_for_missing_groups_are_not_found() {
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.text());
     }
     server.abort();
-    engine.shutdown().await;
+    node.engine.shutdown().await;
 }
 
 /// `strand_server::app`, the routes as an axum `Router` for embedding,

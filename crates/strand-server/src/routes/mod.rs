@@ -48,20 +48,33 @@ pub fn router(state: AppState) -> Router {
 /// cluster's node, its Raft traffic to its peers (`network`:
 /// `strand_raft::NetworkStats` with `messages_per_batch` and
 /// `messages_per_request`); 503 while a durable group has no leader.
+/// A group's entry is `strand_raft::RaftGroupStatus` on a durable node.
 async fn health(state: &AppState) -> Response {
-    let groups = state.engine.group_status();
     let durable = state.engine.is_replicated();
-    let ready = groups.iter().all(|g| g.leader.is_some());
+    let (groups, ready, totals) = match &state.raft {
+        Some(raft) => {
+            let groups = raft.status();
+            let ready = groups.iter().all(|g| g.replication.leader.is_some());
+            let totals = groups.iter().map(|g| g.log).fold(
+                strand_raft::LogStats::default(),
+                strand_raft::LogStats::combined,
+            );
+            let groups = serde_json::to_value(&groups).unwrap_or_default();
+            (groups, ready, Some(totals))
+        }
+        None => {
+            let groups = state.engine.group_status();
+            let ready = groups.iter().all(|g| g.leader.is_some());
+            let groups = serde_json::to_value(&groups).unwrap_or_default();
+            (groups, ready, None)
+        }
+    };
     let mut body = serde_json::json!({
         "status": if ready { "ok" } else { "no-leader" },
         "mode": if durable { "durable" } else { "memory" },
         "groups": groups,
     });
-    if durable {
-        let total = groups.iter().filter_map(|g| g.log).fold(
-            strand_engine::LogStats::default(),
-            strand_engine::LogStats::combined,
-        );
+    if let Some(total) = totals {
         let mut log = serde_json::to_value(total).unwrap_or_default();
         if let Some(map) = log.as_object_mut() {
             map.insert(
@@ -78,20 +91,24 @@ async fn health(state: &AppState) -> Response {
             );
         }
         body["log"] = log;
-        if let Some(network) = strand_raft::network_stats(&state.engine).await {
-            let mut value = serde_json::to_value(network).unwrap_or_default();
-            if let Some(map) = value.as_object_mut() {
-                map.insert(
-                    "messages_per_batch".to_owned(),
-                    serde_json::json!(network.messages_per_batch()),
-                );
-                map.insert(
-                    "messages_per_request".to_owned(),
-                    serde_json::json!(network.messages_per_request()),
-                );
-            }
-            body["network"] = value;
+    }
+    if let Some(network) = state
+        .raft
+        .as_ref()
+        .and_then(strand_raft::RaftNode::network_stats)
+    {
+        let mut value = serde_json::to_value(network).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            map.insert(
+                "messages_per_batch".to_owned(),
+                serde_json::json!(network.messages_per_batch()),
+            );
+            map.insert(
+                "messages_per_request".to_owned(),
+                serde_json::json!(network.messages_per_request()),
+            );
         }
+        body["network"] = value;
     }
     let status = if ready {
         axum::http::StatusCode::OK

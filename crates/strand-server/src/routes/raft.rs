@@ -40,35 +40,40 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// `POST /__strand/raft/{group}/{kind}`: a peer's Raft message for one of
-/// this node's groups, handed to the group's log as it is; 404 for a group
-/// the node does not have (a node in memory has none).
+/// `POST /__strand/raft/{group}/{name}`: a peer's Raft message
+/// ([`strand_raft::RaftMessage`]) for one of this node's groups; 404 for a
+/// message or group the node does not have (a node in memory has none,
+/// a single durable node takes no peer messages), 400 for a body that is
+/// not the message.
 pub(super) async fn message(state: &AppState, rest: &str, request: Request) -> Response {
-    use axum::http::StatusCode;
-    let Some((group, kind)) = rest.split_once('/') else {
-        return (StatusCode::NOT_FOUND, "no such raft route\n").into_response();
+    let not_found = |what: &str| (StatusCode::NOT_FOUND, format!("{what}\n")).into_response();
+    let Some((group, name)) = rest.split_once('/') else {
+        return not_found("no such raft route");
     };
-    // A group this node does not have is no route either (an in-memory
-    // node has none): the log's "no replicated group" was a 500.
-    let Some(group) = group
-        .parse::<usize>()
-        .ok()
-        .filter(|&g| state.engine.is_replicated() && g < state.engine.group_count())
-    else {
-        return (StatusCode::NOT_FOUND, "no such group\n").into_response();
+    let Some(message) = strand_raft::RaftMessage::from_name(name) else {
+        return not_found("no such raft route");
     };
-    let kind = kind.to_owned();
+    let (Ok(group), Some(raft)) = (group.parse::<usize>(), state.raft.as_ref()) else {
+        return not_found("no such group");
+    };
     let body = match axum::body::to_bytes(request.into_body(), 256 << 20).await {
-        Ok(b) => b.to_vec(),
+        Ok(b) => b,
         Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
     };
-    match state.engine.log_message(group, &kind, body).await {
+    match raft.handle(group, message, &body).await {
         Ok(answer) => (
             StatusCode::OK,
             [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
             answer,
         )
             .into_response(),
+        Err(
+            e @ (strand_raft::MessageError::NoSuchGroup(_)
+            | strand_raft::MessageError::NotClustered),
+        ) => not_found(&e.to_string()),
+        Err(e @ strand_raft::MessageError::Malformed(_)) => {
+            (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
+        }
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
     }
 }
@@ -83,7 +88,7 @@ pub(super) async fn batch(state: &AppState, request: Request) -> Response {
         Ok(b) => b,
         Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
     };
-    match strand_raft::serve_batch(&state.engine, &body) {
+    match strand_raft::serve_batch(state.raft.as_ref(), &body) {
         Ok(answers) => {
             use futures_util::StreamExt;
             (

@@ -1,0 +1,195 @@
+//! A durable node as its server sees it ([`RaftNode`]): the engine, and
+//! what only the Raft side knows — the peers' messages for its groups,
+//! its counters, its traffic to its peers.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use strand_engine::{Engine, EntryOutcome, GroupEntry, GroupLog, GroupStatus};
+
+use crate::network::PeerClient;
+use crate::proposer::RaftGroup;
+use crate::stats::{LogStats, NetworkStats, SnapshotStats};
+use crate::wire::{BatchRefused, RaftMessage, decode_batch, encode_answer};
+
+/// A durable node started with [`start_durable`](crate::start_durable):
+/// its engine, its groups' Raft nodes and its client to its peers. Cheap
+/// to clone; every clone is the same node.
+#[derive(Clone)]
+pub struct RaftNode {
+    engine: Engine,
+    groups: Arc<[Arc<RaftGroup>]>,
+    /// The node's client to its peers, when it is a cluster's member (it
+    /// then takes peer messages).
+    peers: Option<PeerClient>,
+}
+
+impl std::fmt::Debug for RaftNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftNode")
+            .field("groups", &self.groups.len())
+            .field("cluster", &self.peers.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a peer's message was not handed to a group.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    /// The node has no such group.
+    #[error("no group {0} on this node")]
+    NoSuchGroup(usize),
+    /// The node is not a cluster's member: it takes no peer messages.
+    #[error("this node is not part of a cluster")]
+    NotClustered,
+    /// The body is not the message it was sent as.
+    #[error("a malformed raft message: {0}")]
+    Malformed(String),
+    /// The answer could not be encoded.
+    #[error("the answer could not be encoded: {0}")]
+    Encode(String),
+}
+
+/// A group's status on a durable node: the engine's replication status
+/// and the group's log writer and snapshot counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaftGroupStatus {
+    /// Leader, applied and last log index.
+    #[serde(flatten)]
+    pub replication: GroupStatus,
+    /// The log writer's counters (group commit: writes, fsyncs, entries).
+    pub log: LogStats,
+    /// The group's snapshots on this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotStats>,
+}
+
+impl RaftNode {
+    pub(crate) fn new(
+        engine: Engine,
+        groups: Vec<Arc<RaftGroup>>,
+        peers: Option<PeerClient>,
+    ) -> Self {
+        Self {
+            engine,
+            groups: groups.into(),
+            peers,
+        }
+    }
+
+    /// The node's engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The node's engine, without the rest.
+    #[must_use]
+    pub fn into_engine(self) -> Engine {
+        self.engine
+    }
+
+    /// Each group's status, in group order.
+    pub fn status(&self) -> Vec<RaftGroupStatus> {
+        self.groups
+            .iter()
+            .map(|g| RaftGroupStatus {
+                replication: g.status(),
+                log: g.log_stats(),
+                snapshot: g.snapshot_stats(),
+            })
+            .collect()
+    }
+
+    /// The node's Raft traffic to its peers since it started; `None` for a
+    /// node without peers.
+    pub fn network_stats(&self) -> Option<NetworkStats> {
+        self.peers.as_ref().map(PeerClient::stats)
+    }
+
+    /// Hands a peer's message for group `group` to the group's Raft node
+    /// and returns its answer (MessagePack, as the peer reads it).
+    ///
+    /// # Errors
+    /// No such group, a node outside a cluster, a body that is not the
+    /// message, or an answer that cannot be encoded. A refusal of the
+    /// group's own (a `propose` on a follower) is an answer, not an error.
+    pub async fn handle(
+        &self,
+        group: usize,
+        message: RaftMessage,
+        body: &[u8],
+    ) -> Result<Vec<u8>, MessageError> {
+        let raft = self
+            .groups
+            .get(group)
+            .ok_or(MessageError::NoSuchGroup(group))?
+            .raft()
+            .clone();
+        if self.peers.is_none() {
+            return Err(MessageError::NotClustered);
+        }
+        match message {
+            RaftMessage::Append => answer(&raft.append_entries(request(body)?).await),
+            RaftMessage::Vote => answer(&raft.vote(request(body)?).await),
+            RaftMessage::Snapshot => answer(&raft.install_snapshot(request(body)?).await),
+            RaftMessage::Propose => {
+                // Only the leader takes it; a forwarded entry is not
+                // forwarded again.
+                let entry: GroupEntry = request(body)?;
+                let outcome: Result<(EntryOutcome, u64), String> =
+                    match raft.client_write(entry).await {
+                        Ok(response) => Ok((response.data, response.log_id.index)),
+                        Err(e) => Err(e.to_string()),
+                    };
+                answer(&outcome)
+            }
+        }
+    }
+}
+
+/// Serves a batch a peer sent to `POST /__strand/raft/batch`: hands
+/// every message to its group on `node` at once (the groups work
+/// concurrently) and returns the stream of their answers, one frame each
+/// as soon as it is ready (a big-endian `u32` length, then the MessagePack
+/// array `[index, ok, body]`: the message's place in the batch, and the
+/// group's answer or its error text), so one slow group holds up no other
+/// group's answer. Without a node (a server in memory) every message is
+/// answered that there is no such group.
+///
+/// # Errors
+/// A body that is not a batch, or a batch of more than
+/// [`MAX_BATCH_MESSAGES`](crate::MAX_BATCH_MESSAGES) messages; nothing is
+/// delivered then.
+pub fn serve_batch(
+    node: Option<&RaftNode>,
+    body: &[u8],
+) -> Result<impl futures_util::Stream<Item = Bytes> + Send + 'static, BatchRefused> {
+    use futures_util::StreamExt;
+    let messages = decode_batch(body)?;
+    let answers: futures_util::stream::FuturesUnordered<_> = messages
+        .into_iter()
+        .enumerate()
+        .map(|(index, m)| {
+            let node = node.cloned();
+            async move {
+                let answer = match node {
+                    Some(node) => node.handle(m.group, m.kind, &m.body).await,
+                    None => Err(MessageError::NoSuchGroup(m.group)),
+                };
+                encode_answer(index, &answer.map_err(|e| e.to_string()))
+            }
+        })
+        .collect();
+    // An answer that cannot be written (cannot happen: it was read from a
+    // batch of bounded size) is left out; its sender times it out.
+    Ok(answers.filter_map(|frame| std::future::ready(frame.ok().map(Bytes::from))))
+}
+
+fn answer<T: Serialize>(value: &T) -> Result<Vec<u8>, MessageError> {
+    rmp_serde::to_vec_named(value).map_err(|e| MessageError::Encode(e.to_string()))
+}
+
+fn request<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, MessageError> {
+    rmp_serde::from_slice(body).map_err(|e| MessageError::Malformed(e.to_string()))
+}

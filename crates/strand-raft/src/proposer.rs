@@ -1,0 +1,333 @@
+//! A group's proposer ([`RaftGroup`], the engine's `GroupLog`): the
+//! group's entries go to openraft in the order they are proposed, batched
+//! while earlier ones wait for their commit; a follower forwards them to
+//! the leader.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::Raft;
+use strand_engine::{
+    EngineError, EntryOutcome, GroupEntry, GroupLog, GroupStatus, LogFuture, ProposalDone,
+    Unavailable,
+};
+use tokio::sync::mpsc;
+
+use crate::lock::DirLock;
+use crate::log_store::LogStore;
+use crate::network::{ClusterLinks, PeerClient};
+use crate::snapshot_file::SnapshotDir;
+use crate::stats::{LogStats, SnapshotStats};
+use crate::types::TypeConfig;
+use crate::wire::RaftMessage;
+
+/// A group's Raft node, as the engine's `GroupLog`: proposals go to
+/// openraft in the order they are made, outcomes come back from the state
+/// machine.
+pub(crate) struct RaftGroup {
+    group: usize,
+    raft: Raft<TypeConfig>,
+    log: LogStore,
+    proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
+    /// The data directory's lock, released when the last group stops.
+    pub(crate) dir_lock: std::sync::Mutex<Option<Arc<DirLock>>>,
+    /// The group's snapshot files, for its status.
+    pub(crate) snapshots: Option<Arc<SnapshotDir>>,
+}
+
+impl std::fmt::Debug for RaftGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftGroup")
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RaftGroup {
+    /// Wraps a group's Raft node and its log store; spawns the task that
+    /// feeds it proposals in order. openraft 0.9 appends (and fsyncs)
+    /// each entry it is given before it takes the next, so the task keeps
+    /// at most two entries waiting for their commit and proposes what
+    /// queued up meanwhile as one [`GroupEntry::Batch`] (up to 256
+    /// proposals, 1 MiB of payload): one log record, one replication and
+    /// one fsync per voter for all of them.
+    /// With `cluster` (how this node reaches its peers, over the node's
+    /// shared client), an entry proposed
+    /// on a follower is forwarded to the group's leader (a `propose`
+    /// message) and answered with the leader's outcome once this node has
+    /// applied it too (read-your-writes on the node a client talks to).
+    pub(crate) fn start(
+        group: usize,
+        raft: Raft<TypeConfig>,
+        log: LogStore,
+        cluster: Option<(Arc<ClusterLinks>, PeerClient)>,
+    ) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
+        let proposer = raft.clone();
+        tokio::spawn(async move {
+            // At most IN_FLIGHT proposals wait for their commit at a time;
+            // what arrives meanwhile is proposed together, as one entry.
+            let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+            loop {
+                let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+                    break;
+                };
+                let Some(first) = rx.recv().await else {
+                    break;
+                };
+                let (entry, dones) = gather(first, &mut rx);
+                let copy = cluster.clone().map(|links| (links, entry.clone()));
+                match proposer.client_write_ff(entry).await {
+                    Ok(answer) => {
+                        let local = proposer.clone();
+                        tokio::spawn(async move {
+                            let outcome = match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
+                                Err(_) => {
+                                    tracing::warn!(
+                                        group,
+                                        "a proposal got no answer within {ANSWER_TIMEOUT:?}; answered unavailable"
+                                    );
+                                    Err(Unavailable::NoAnswer.into())
+                                }
+                                Ok(Ok(Ok(response))) => Ok(response.data),
+                                Ok(Ok(Err(
+                                    openraft::error::ClientWriteError::ForwardToLeader(f),
+                                ))) => match (copy, f.leader_id, f.leader_node) {
+                                    (Some(((links, client), entry)), Some(id), Some(node)) => {
+                                        let addr = links.addr_of(id, &node.addr);
+                                        forward_to(&local, &client, &addr, &links, group, &entry)
+                                            .await
+                                    }
+                                    _ => Err(Unavailable::NoLeader.into()),
+                                },
+                                Ok(Ok(Err(_))) => Err(Unavailable::LogFailed.into()),
+                                // The core dropped the entry's responder:
+                                // it has stopped (shut down, or its log
+                                // failed).
+                                Ok(Err(_)) => Err(EngineError::Unavailable(Unavailable::LogFailed)),
+                            };
+                            drop(permit);
+                            answer_all(dones, outcome);
+                        });
+                    }
+                    Err(openraft::error::Fatal::Stopped) => {
+                        answer_all(dones, Err(EngineError::Shutdown));
+                    }
+                    // The core quit on a storage error (a failed log
+                    // write) or a panic: the group takes no more writes.
+                    Err(fatal) => {
+                        tracing::error!(group, error = %fatal, "the group's raft core has stopped");
+                        answer_all(dones, Err(Unavailable::LogFailed.into()));
+                    }
+                }
+            }
+        });
+        Self {
+            group,
+            raft,
+            log,
+            proposals: tx,
+            dir_lock: std::sync::Mutex::new(None),
+            snapshots: None,
+        }
+    }
+
+    /// The group's Raft node.
+    pub(crate) fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    /// The group's log writer counters.
+    pub(crate) fn log_stats(&self) -> LogStats {
+        self.log.stats()
+    }
+
+    /// The group's snapshots, when its files are known.
+    pub(crate) fn snapshot_stats(&self) -> Option<SnapshotStats> {
+        self.snapshots.as_ref().map(|s| s.stats())
+    }
+}
+
+/// Proposals of a group waiting for their commit at a time; the ones
+/// that arrive meanwhile wait and are then proposed together.
+const IN_FLIGHT: usize = 2;
+/// How long a proposal waits for openraft's answer before it is answered
+/// `Unavailable` and gives its place back. openraft 0.9 never answers an
+/// entry that a deposed leader appended and then dropped by installing
+/// the new leader's snapshot (it answers only applied or truncated
+/// entries), so without this bound two such entries would stop the group's
+/// proposals on this node for good. The entry may still commit later: a
+/// client retrying with its producer headers is deduplicated.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
+/// The most proposals one log entry holds.
+const MAX_BATCH: usize = 256;
+/// A batch takes no more proposals once its payloads reach this many bytes.
+const MAX_BATCH_BYTES: usize = 1 << 20;
+
+/// The entry to propose for `first` and the proposals queued behind it
+/// (up to [`MAX_BATCH`] of them and [`MAX_BATCH_BYTES`] of payload): the
+/// entry itself when it is alone, else a [`GroupEntry::Batch`] of them in
+/// order; and their callbacks, in the same order.
+fn gather(
+    first: (GroupEntry, ProposalDone),
+    rx: &mut mpsc::UnboundedReceiver<(GroupEntry, ProposalDone)>,
+) -> (GroupEntry, Vec<ProposalDone>) {
+    let (entry, done) = first;
+    let mut bytes = entry.payload_bytes();
+    let mut entries = vec![entry];
+    let mut dones = vec![done];
+    while entries.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+        let Ok((entry, done)) = rx.try_recv() else {
+            break;
+        };
+        bytes = bytes.saturating_add(entry.payload_bytes());
+        entries.push(entry);
+        dones.push(done);
+    }
+    let entry = if entries.len() == 1 {
+        entries.pop().unwrap_or(GroupEntry::Batch(Vec::new()))
+    } else {
+        GroupEntry::Batch(entries)
+    };
+    (entry, dones)
+}
+
+/// Answers the proposals of one entry: each its own outcome of a batch's,
+/// or all the same error.
+fn answer_all(dones: Vec<ProposalDone>, outcome: Result<EntryOutcome, EngineError>) {
+    match outcome {
+        Ok(EntryOutcome::Batch(outcomes)) if dones.len() > 1 => {
+            if outcomes.len() != dones.len() {
+                // Cannot happen: a batch answers each of its entries.
+                tracing::error!(
+                    proposals = dones.len(),
+                    outcomes = outcomes.len(),
+                    "a batch's outcomes do not match its proposals"
+                );
+                for done in dones {
+                    done(Err(Unavailable::LogFailed.into()));
+                }
+                return;
+            }
+            for (done, outcome) in dones.into_iter().zip(outcomes) {
+                done(Ok(outcome));
+            }
+        }
+        Ok(outcome) if dones.len() == 1 => {
+            if let Some(done) = dones.into_iter().next() {
+                done(Ok(outcome));
+            }
+        }
+        Ok(_) => {
+            tracing::error!("a batch was answered with a single outcome");
+            for done in dones {
+                done(Err(Unavailable::LogFailed.into()));
+            }
+        }
+        Err(e) => {
+            for done in dones {
+                done(Err(e));
+            }
+        }
+    }
+}
+
+/// Proposes an entry on the leader at `addr`, then waits until this node
+/// has applied it too, so a client reading from this node after the
+/// answer sees its own write.
+async fn forward_to(
+    local: &Raft<TypeConfig>,
+    client: &PeerClient,
+    addr: &str,
+    links: &ClusterLinks,
+    group: usize,
+    entry: &GroupEntry,
+) -> Result<EntryOutcome, EngineError> {
+    let body = rmp_serde::to_vec_named(entry).map_err(|_| Unavailable::Forwarding)?;
+    let path = RaftMessage::Propose.path(group);
+    let answer = client
+        .post(
+            addr,
+            &path,
+            body,
+            links.token.as_deref(),
+            Duration::from_secs(10),
+        )
+        .await
+        .map_err(|e| {
+            tracing::debug!(error = %e, "forwarding to the leader failed");
+            Unavailable::Forwarding
+        })?;
+    let result: Result<(EntryOutcome, u64), String> =
+        rmp_serde::from_slice(&answer).map_err(|_| Unavailable::Forwarding)?;
+    let (outcome, index) = result.map_err(|e| {
+        tracing::debug!(error = %e, "the leader refused a forwarded entry");
+        Unavailable::Forwarding
+    })?;
+    // The entry is committed; without the local apply only read-your-writes
+    // suffers, so a timeout here still answers with the outcome.
+    if let Err(e) = local
+        .wait(Some(Duration::from_secs(10)))
+        .applied_index_at_least(Some(index), "forwarded write")
+        .await
+    {
+        tracing::debug!(error = %e, index, "a forwarded write is not applied here yet");
+    }
+    Ok(outcome)
+}
+
+impl GroupLog for RaftGroup {
+    fn propose(&self, entry: GroupEntry, done: ProposalDone) {
+        if let Err(mpsc::error::SendError((_, done))) = self.proposals.send((entry, done)) {
+            done(Err(EngineError::Shutdown));
+        }
+    }
+
+    fn status(&self) -> GroupStatus {
+        let metrics = self.raft.metrics().borrow().clone();
+        GroupStatus {
+            group: self.group,
+            leader: metrics.current_leader,
+            applied_index: metrics.last_applied.map(|l| l.index),
+            last_log_index: metrics.last_log_index,
+        }
+    }
+
+    fn leads(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        // A leader first commits a blank entry of its own term: once an
+        // entry of the current term is applied, so is every entry any
+        // earlier leader committed.
+        m.state == openraft::ServerState::Leader
+            && m.current_leader == Some(m.id)
+            && m.last_applied
+                .is_some_and(|applied| applied.leader_id.term == m.current_term)
+    }
+
+    fn shutdown(&self) -> LogFuture<()> {
+        let raft = self.raft.clone();
+        let log = self.log.clone();
+        // Taken once: a second shutdown does not count again.
+        let lock = match self.dir_lock.lock() {
+            Ok(mut guard) => guard.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        let snapshots = self.snapshots.clone();
+        Box::pin(async move {
+            let _ = raft.shutdown().await;
+            // Everything queued is written before the files are reopened;
+            // a snapshot task still running keeps nothing.
+            let _ = tokio::task::spawn_blocking(move || {
+                log.close();
+                if let Some(snapshots) = snapshots {
+                    snapshots.close();
+                }
+            })
+            .await;
+            if let Some(lock) = lock {
+                lock.group_stopped();
+            }
+        })
+    }
+}

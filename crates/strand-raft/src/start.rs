@@ -1,0 +1,358 @@
+//! Starting a durable node: the data directory (its lock and
+//! description), each group's log, state machine and Raft node, and the
+//! task that snapshots a group by log bytes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{BasicNode, Raft, SnapshotPolicy};
+use strand_engine::{Clock, Engine, EngineConfig};
+
+use crate::error::StartError;
+use crate::lock::DirLock;
+use crate::log_store::{Fsync, LogStore};
+use crate::network::{ClusterLinks, HttpNetwork, PeerClient, PeerSegments, Unconnected};
+use crate::node::RaftNode;
+use crate::proposer::RaftGroup;
+use crate::segment::LogError;
+use crate::state_machine::GroupStateMachine;
+use crate::types::{NodeId, TypeConfig};
+
+/// The default [`DurableOptions::snapshot_chunk_bytes`]: 3 MiB.
+pub const DEFAULT_SNAPSHOT_CHUNK_BYTES: u64 = 3 << 20;
+
+/// The largest [`DurableOptions::snapshot_chunk_bytes`]: 64 MiB (a peer
+/// takes Raft messages of at most 256 MiB).
+pub const MAX_SNAPSHOT_CHUNK_BYTES: u64 = 64 << 20;
+
+/// The default [`DurableOptions::snapshot_log_bytes`]: 256 MiB. While a
+/// group's snapshot still holds its hot bytes, each snapshot rewrites them
+/// all, so a smaller figure multiplies what large appends write.
+pub const DEFAULT_SNAPSHOT_LOG_BYTES: u64 = 256 << 20;
+
+/// How a durable node is set up.
+#[derive(Debug, Clone)]
+pub struct DurableOptions {
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// When the log calls fsync.
+    pub fsync: Fsync,
+    /// This node's id.
+    pub node_id: NodeId,
+    /// A group takes a snapshot (and purges its log) after this many
+    /// entries.
+    pub snapshot_every: u64,
+    /// A group also takes a snapshot once the entries it applied since its
+    /// last snapshot hold this many bytes of log records, however few they
+    /// are; after a snapshot the log keeps at most half as many bytes of
+    /// the entries it covers (and at most `min(snapshot_every, 1000)` of
+    /// them). Default [`DEFAULT_SNAPSHOT_LOG_BYTES`].
+    pub snapshot_log_bytes: u64,
+    /// The size of the chunks a leader sends a snapshot to a follower in
+    /// (each one RPC; the snapshot is read from its file chunk by chunk).
+    /// Default [`DEFAULT_SNAPSHOT_CHUNK_BYTES`].
+    pub snapshot_chunk_bytes: u64,
+    /// How long a single node's startup waits for every group to elect
+    /// itself (a cluster's node does not wait: its peers may not be up).
+    pub leader_timeout: Duration,
+    /// The cluster's members, this node included: node id → the peer's
+    /// HTTP address (`http://host:port`) as this node reaches it. Empty
+    /// for a single node. The lowest id records its list in the
+    /// membership when it initializes the groups, but each node sends to
+    /// the addresses of its own list, so nodes may reach one another
+    /// through different addresses (a proxy, another interface).
+    pub peers: BTreeMap<NodeId, String>,
+    /// The cluster's shared secret, sent with every message to a peer
+    /// (header [`CLUSTER_TOKEN_HEADER`](crate::CLUSTER_TOKEN_HEADER)); the receiving server checks it.
+    pub cluster_token: Option<String>,
+    /// The node's own copy of its groups' flushed bytes, if it keeps one
+    /// (a cluster without object storage every node reads): installed on
+    /// the engine before the logs replay, and, in a cluster, connected to
+    /// the peers it fetches missing objects from ([`SEGMENT_PATH`](crate::SEGMENT_PATH)).
+    pub segment_replica: Option<Arc<dyn strand_engine::SegmentReplica>>,
+}
+
+impl DurableOptions {
+    /// Options for a single node in `data_dir`, fsync on.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            fsync: Fsync::Always,
+            node_id: 1,
+            snapshot_every: 20_000,
+            snapshot_log_bytes: DEFAULT_SNAPSHOT_LOG_BYTES,
+            snapshot_chunk_bytes: DEFAULT_SNAPSHOT_CHUNK_BYTES,
+            leader_timeout: Duration::from_secs(30),
+            peers: BTreeMap::new(),
+            cluster_token: None,
+            segment_replica: None,
+        }
+    }
+}
+
+/// The data directory's description.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct DirInfo {
+    format: u32,
+    node_id: NodeId,
+    groups: usize,
+}
+
+fn check_dir(options: &DurableOptions, groups: usize) -> Result<(), StartError> {
+    let path = options.data_dir.join("strand-raft.json");
+    let dir_err = |reason: String| StartError::DataDir {
+        path: path.clone(),
+        reason,
+    };
+    let want = DirInfo {
+        format: 1,
+        node_id: options.node_id,
+        groups,
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let have: DirInfo =
+                serde_json::from_slice(&bytes).map_err(|e| dir_err(format!("unreadable: {e}")))?;
+            if have != want {
+                return Err(dir_err(format!(
+                    "the directory holds node {} with {} groups (format {}); started as node {} with {} groups",
+                    have.node_id, have.groups, have.format, want.node_id, want.groups
+                )));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(&options.data_dir)
+                .map_err(|e| LogError::io(&options.data_dir, e))?;
+            let bytes = serde_json::to_vec_pretty(&want).map_err(|e| dir_err(e.to_string()))?;
+            let tmp = options.data_dir.join("strand-raft.json.tmp");
+            std::fs::write(&tmp, bytes)
+                .and_then(|()| std::fs::File::open(&tmp).and_then(|f| f.sync_all()))
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .and_then(|()| std::fs::File::open(&options.data_dir).and_then(|d| d.sync_all()))
+                .map_err(|e| LogError::io(&path, e))?;
+            Ok(())
+        }
+        Err(e) => Err(LogError::io(&path, e).into()),
+    }
+}
+
+/// The openraft configuration of every group.
+fn raft_config(options: &DurableOptions) -> Result<openraft::Config, String> {
+    openraft::Config {
+        cluster_name: "strand".to_owned(),
+        // A replication RPC times out after one heartbeat interval: 150 ms
+        // leaves room for a connection, an fsync and a busy machine.
+        heartbeat_interval: 150,
+        election_timeout_min: 450,
+        election_timeout_max: 900,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
+        // A follower further behind than this catches up by snapshot.
+        max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
+        max_payload_entries: 1024,
+        snapshot_max_chunk_size: options
+            .snapshot_chunk_bytes
+            .clamp(1, MAX_SNAPSHOT_CHUNK_BYTES),
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| e.to_string())
+}
+
+/// Opens every group of a durable node under `options.data_dir` (a
+/// one-voter Raft group per engine group), replays snapshots and logs,
+/// waits for each group to elect itself, and returns the node (its engine
+/// is [`RaftNode::engine`]).
+///
+/// # Errors
+/// A damaged log ([`LogError::Corrupt`] names the file and offset), a
+/// snapshot that does not restore, a data directory made for another
+/// node or group count, or a group that elects no leader in time.
+pub async fn start_durable(
+    config: EngineConfig,
+    clock: Arc<dyn Clock>,
+    options: &DurableOptions,
+) -> Result<RaftNode, StartError> {
+    let groups = config.groups.max(1);
+    let lock = Arc::new(DirLock::take(&options.data_dir, groups)?);
+    check_dir(options, groups)?;
+    let raft_config =
+        Arc::new(raft_config(options).map_err(|reason| StartError::Raft { group: 0, reason })?);
+    let cluster = options.peers.len() > 1;
+    if cluster && !options.peers.contains_key(&options.node_id) {
+        return Err(StartError::Raft {
+            group: 0,
+            reason: format!("--node-id {} is not one of the peers", options.node_id),
+        });
+    }
+    let cluster_links = cluster.then(|| {
+        Arc::new(ClusterLinks {
+            addrs: options.peers.clone(),
+            token: options.cluster_token.clone(),
+        })
+    });
+    let (engine, links) = Engine::start_replicated(config, clock);
+    // One pool of peer connections for every group of the node.
+    let client = PeerClient::new(options.cluster_token.as_deref());
+    if let Some(replica) = &options.segment_replica {
+        engine.set_segment_replica(Arc::clone(replica));
+        if let Some(links) = &cluster_links {
+            replica.connect(Arc::new(PeerSegments {
+                node_id: options.node_id,
+                links: Arc::clone(links),
+                client: client.clone(),
+            }));
+        }
+    }
+    let mut rafts = Vec::new();
+    let mut groups = Vec::new();
+    for link in links {
+        let group = link.group();
+        let raft_err = |e: &dyn std::fmt::Display| StartError::Raft {
+            group,
+            reason: e.to_string(),
+        };
+        let dir = group_dir(&options.data_dir, group);
+        let (log, recovery) = LogStore::open(&dir.join("log"), options.fsync)?;
+        let log_handle = log.clone();
+        if recovery.truncated.is_some() || recovery.records > 0 {
+            tracing::info!(group, ?recovery, "log recovered");
+        }
+        let sm = GroupStateMachine::open(&dir, link.applier())
+            .await
+            .map_err(|reason| StartError::Snapshot { group, reason })?;
+        let snapshot_files = sm.files();
+        let raft = if let Some(cluster_links) = &cluster_links {
+            Raft::new(
+                options.node_id,
+                Arc::clone(&raft_config),
+                HttpNetwork {
+                    group,
+                    links: Arc::clone(cluster_links),
+                    client: client.clone(),
+                },
+                log,
+                sm,
+            )
+            .await
+        } else {
+            Raft::new(
+                options.node_id,
+                Arc::clone(&raft_config),
+                Unconnected,
+                log,
+                sm,
+            )
+            .await
+        }
+        .map_err(|e| raft_err(&e))?;
+        tokio::spawn(snapshot_by_bytes(
+            group,
+            raft.clone(),
+            log_handle.clone(),
+            options.snapshot_log_bytes.max(1),
+        ));
+        let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
+        // A single node initializes itself; a cluster is initialized once,
+        // by its lowest node id, with every member.
+        let first = options.peers.keys().next().copied();
+        if !initialized && (!cluster || first == Some(options.node_id)) {
+            let members: BTreeMap<NodeId, BasicNode> = if cluster {
+                options
+                    .peers
+                    .iter()
+                    .map(|(id, url)| (*id, BasicNode::new(url.clone())))
+                    .collect()
+            } else {
+                [(options.node_id, BasicNode::default())]
+                    .into_iter()
+                    .collect()
+            };
+            raft.initialize(members).await.map_err(|e| raft_err(&e))?;
+        }
+        let mut raft_group = RaftGroup::start(
+            group,
+            raft.clone(),
+            log_handle,
+            cluster_links.clone().map(|links| (links, client.clone())),
+        );
+        raft_group.dir_lock = std::sync::Mutex::new(Some(Arc::clone(&lock)));
+        raft_group.snapshots = Some(snapshot_files);
+        let raft_group = Arc::new(raft_group);
+        link.attach(Arc::clone(&raft_group) as Arc<dyn strand_engine::GroupLog>);
+        groups.push(raft_group);
+        rafts.push((group, raft));
+    }
+    if !cluster {
+        for (group, raft) in rafts {
+            raft.wait(Some(options.leader_timeout))
+                .current_leader(options.node_id, "startup")
+                .await
+                .map_err(|e| StartError::Raft {
+                    group,
+                    reason: format!("no leader elected: {e}"),
+                })?;
+        }
+    }
+    Ok(RaftNode::new(engine, groups, cluster.then_some(client)))
+}
+
+/// How long a snapshot this node asked for may take before it may ask
+/// again (openraft drops the request when a snapshot is being built; the
+/// one being built then usually ends the wait first).
+const SNAPSHOT_RETRY: Duration = Duration::from_secs(60);
+
+/// Watches a group's log by bytes, beside openraft's own policy (every
+/// `snapshot_every` entries): asks for a snapshot once the entries applied
+/// since the last one hold `limit` bytes of log records (one request at a
+/// time: the next only once the snapshot moved, or after
+/// [`SNAPSHOT_RETRY`]), and after each new snapshot purges the log so that
+/// at most `limit / 2` bytes of the entries it covers stay (openraft
+/// delays a purge while a replication still reads those entries). Ends
+/// when the node shuts down.
+async fn snapshot_by_bytes(group: usize, raft: Raft<TypeConfig>, log: LogStore, limit: u64) {
+    let keep = limit / 2;
+    let mut metrics = raft.data_metrics();
+    let mut purged_for = None;
+    let mut asked: Option<(Option<openraft::LogId<NodeId>>, std::time::Instant)> = None;
+    loop {
+        let (snapshot, applied) = {
+            let m = metrics.borrow_and_update();
+            (m.snapshot, m.last_applied)
+        };
+        if snapshot != purged_for {
+            purged_for = snapshot;
+            if let Some(upto) = snapshot.and_then(|s| log.purge_point(s.index, keep)) {
+                tracing::debug!(group, upto, "purging the log by bytes");
+                if raft.trigger().purge_log(upto).await.is_err() {
+                    break;
+                }
+            }
+        }
+        if let Some((at, since)) = asked
+            && (snapshot != at || since.elapsed() >= SNAPSHOT_RETRY)
+        {
+            asked = None;
+        }
+        if asked.is_none() {
+            let bytes = log.bytes_between(snapshot.map(|s| s.index), applied.map(|a| a.index));
+            if bytes >= limit {
+                tracing::debug!(group, bytes, "snapshot by bytes");
+                if raft.trigger().snapshot().await.is_err() {
+                    break;
+                }
+                asked = Some((snapshot, std::time::Instant::now()));
+            }
+        }
+        if metrics.changed().await.is_err() {
+            break;
+        }
+    }
+}
+
+/// A group's directory under a data directory.
+pub fn group_dir(data_dir: &Path, group: usize) -> PathBuf {
+    data_dir.join(format!("group-{group}"))
+}
