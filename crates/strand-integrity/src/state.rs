@@ -132,7 +132,7 @@ impl StreamIntegrity {
 
     /// Retention moved the retained offset to `retained_offset`.
     ///
-    /// **Quirk (reproduce for compatibility, spec 02 §8.9):** this does
+    /// **Quirk (reproduce for compatibility, spec 02 §8, item 9):** this does
     /// nothing. Nothing is ever moved to "evicted"; only the
     /// `live_start_offset` argument of [`Self::snapshot`] shows retention.
     #[inline]
