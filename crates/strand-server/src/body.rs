@@ -15,12 +15,12 @@ use crate::errors::ApiError;
 /// of the server's CPU went to faulting in those pages. One copy of a small
 /// body is far cheaper. Larger bodies arrive in several frames, which
 /// `to_bytes` already gathers into one buffer of their own.
-pub const COPY_BELOW: usize = 1 << 20;
+pub(crate) const COPY_BELOW: usize = 1 << 20;
 
 /// Reads a body of at most `limit` bytes; a longer one is 413 and is not
 /// buffered beyond the limit. The result owns its allocation (see
 /// [`COPY_BELOW`]).
-pub async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let bytes = read_shared(body, limit).await?;
     if bytes.len() < COPY_BELOW {
         Ok(Bytes::copy_from_slice(&bytes))

@@ -44,7 +44,7 @@ use tokio::time::Instant;
 
 /// How long a connection the server closes is drained of what its client
 /// still sends before the socket closes (see the module docs).
-pub const LINGER: Duration = Duration::from_secs(2);
+pub(crate) const LINGER: Duration = Duration::from_secs(2);
 /// The most bytes a closing connection is drained of.
 const LINGER_BYTES: usize = 1 << 20;
 
@@ -75,7 +75,7 @@ impl Timeouts {
 
 /// Why the watchdog closed a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expired {
+pub(crate) enum Expired {
     /// A request head was not complete in time.
     Head,
     /// A request body stopped arriving.
@@ -88,7 +88,7 @@ pub enum Expired {
 
 impl Expired {
     /// The expiry's name for the log.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Head => "request head timeout",
             Self::Body => "request body timeout",
@@ -102,7 +102,7 @@ impl Expired {
 /// since the connection was accepted; `0` in the `…_at` fields that allow
 /// it means "not now", so they store the time plus one.
 #[derive(Debug)]
-pub struct Watch {
+pub(crate) struct Watch {
     started: Instant,
     /// When a byte last arrived.
     last_read: AtomicU64,
@@ -120,7 +120,7 @@ pub struct Watch {
 
 impl Watch {
     /// The counters of a connection accepted now.
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             started: Instant::now(),
             last_read: AtomicU64::new(0),
@@ -146,7 +146,7 @@ impl Watch {
 
     /// A request enters service: the guard its response carries until the
     /// response is sent (or dropped).
-    pub fn request(self: &Arc<Self>) -> BusyGuard {
+    pub(crate) fn request(self: &Arc<Self>) -> BusyGuard {
         self.busy.fetch_add(1, Relaxed);
         self.head_at.store(0, Relaxed);
         BusyGuard(Arc::clone(self))
@@ -180,7 +180,7 @@ impl Watch {
     }
 
     /// Completes when the connection has expired, with the reason.
-    pub async fn expired(&self, limits: Timeouts) -> Expired {
+    pub(crate) async fn expired(&self, limits: Timeouts) -> Expired {
         let recheck = u64::try_from(limits.recheck().as_millis()).unwrap_or(u64::MAX);
         loop {
             let now = self.now();
@@ -197,7 +197,7 @@ impl Watch {
 /// Keeps a request counted as in service ([`Watch::request`]); dropping it
 /// ends the service.
 #[derive(Debug)]
-pub struct BusyGuard(Arc<Watch>);
+pub(crate) struct BusyGuard(Arc<Watch>);
 
 impl Drop for BusyGuard {
     fn drop(&mut self) {
@@ -212,7 +212,7 @@ impl Drop for BusyGuard {
 /// A request body that counts as arriving ([`Watch`]) until it ends, fails
 /// or is dropped.
 #[derive(Debug)]
-pub struct TrackedBody<B> {
+pub(crate) struct TrackedBody<B> {
     inner: B,
     watch: Option<Arc<Watch>>,
 }
@@ -220,7 +220,7 @@ pub struct TrackedBody<B> {
 impl<B: Body + Unpin> TrackedBody<B> {
     /// Wraps a request's body; one that is already complete (no body, or
     /// an empty one) is not counted.
-    pub fn new(inner: B, watch: &Arc<Watch>) -> Self {
+    pub(crate) fn new(inner: B, watch: &Arc<Watch>) -> Self {
         let watch = (!inner.is_end_stream()).then(|| {
             watch.receiving.fetch_add(1, Relaxed);
             Arc::clone(watch)
@@ -273,14 +273,14 @@ impl<B: Body + Unpin> Body for TrackedBody<B> {
 /// A response body that keeps its request in service ([`BusyGuard`])
 /// until it is sent or dropped.
 #[derive(Debug)]
-pub struct Guarded<B> {
+pub(crate) struct Guarded<B> {
     inner: B,
     _guard: BusyGuard,
 }
 
 impl<B> Guarded<B> {
     /// Wraps a response body.
-    pub fn new(inner: B, guard: BusyGuard) -> Self {
+    pub(crate) fn new(inner: B, guard: BusyGuard) -> Self {
         Self {
             inner,
             _guard: guard,
@@ -312,7 +312,7 @@ impl<B: Body + Unpin> Body for Guarded<B> {
 /// [`Watch`] notes progress; when it is dropped before its client closed
 /// its side, it lingers (module docs).
 #[derive(Debug)]
-pub struct WatchedIo {
+pub(crate) struct WatchedIo {
     stream: Option<TcpStream>,
     watch: Arc<Watch>,
     /// The connection's place under `--max-connections`, given back when
@@ -324,7 +324,7 @@ pub struct WatchedIo {
 
 impl WatchedIo {
     /// Wraps an accepted socket, holding its connection permit.
-    pub fn new(stream: TcpStream, watch: Arc<Watch>, permit: OwnedSemaphorePermit) -> Self {
+    pub(crate) fn new(stream: TcpStream, watch: Arc<Watch>, permit: OwnedSemaphorePermit) -> Self {
         Self {
             stream: Some(stream),
             watch,

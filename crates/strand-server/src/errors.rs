@@ -177,7 +177,7 @@ impl IntoResponse for ApiError {
 }
 
 /// A handler's result.
-pub type ApiResult<T = Response> = Result<T, ApiError>;
+pub(crate) type ApiResult<T = Response> = Result<T, ApiError>;
 
 #[cfg(test)]
 mod tests {

@@ -11,31 +11,37 @@
 //! reads (`live`), instants in headers and the long-poll cursor (`time`),
 //! CORS and security headers (`cors`), tokens and rights (`auth`),
 //! per-token rate and reader limits (`limits`), the status mapping
-//! (`errors`), what every handler shares (`state`) and the routes
+//! (`errors`), small response builders (`reply`), what every handler
+//! shares (`state`) and the routes
 //! (`routes`: the Durable Streams mount, the bucketed layout, the admin
 //! plane, the Raft transport). State, concurrency and
 //! wake-ups belong to `strand-engine`, object storage and the flush and GC
 //! workers to `strand-cold`; this crate never touches a machine directly.
+//!
+//! Public modules are the ones other programs use (the binary, the tests,
+//! the fuzz checks); the rest are private, so `unreachable_pub` and the
+//! dead-code lints see every item that nothing uses.
 
 pub mod auth;
-pub mod body;
+mod body;
 pub mod config;
-pub mod conn;
+mod conn;
 pub mod cors;
-pub mod errors;
+mod errors;
 pub mod headers;
 pub mod json_mode;
 pub mod limits;
-pub mod live;
-pub mod names;
+mod live;
+mod names;
 pub mod offsets;
-pub mod page;
+mod page;
 pub mod query;
+mod reply;
 pub mod routes;
 pub mod sse;
 pub mod state;
 pub mod subs;
-pub mod target;
+mod target;
 pub mod time;
 pub mod tls;
 

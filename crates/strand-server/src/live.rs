@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use bytes::{Bytes, BytesMut};
@@ -20,13 +20,14 @@ use crate::limits::LivePlace;
 use crate::offsets;
 use crate::page::PageBody;
 use crate::query::ReadQuery;
+use crate::reply::set_header;
 use crate::sse::{self, DataEncoding};
 use crate::state::AppState;
 use crate::target::StreamRequest;
 use crate::time::next_cursor;
 
 /// One page of a stream, ready to render.
-pub struct Page {
+pub(crate) struct Page {
     /// Where it starts.
     pub offset: u64,
     /// Where the next read starts.
@@ -45,7 +46,7 @@ pub struct Page {
 
 /// Reads one page; a JSON page ends on a value boundary and renders as an
 /// array.
-pub async fn read_page(
+pub(crate) async fn read_page(
     state: &AppState,
     target: &StreamRequest,
     from: ReadFrom,
@@ -62,7 +63,7 @@ async fn read_hot(state: &AppState, target: &StreamRequest, from: ReadFrom) -> A
 /// Reads a page wherever its bytes live: the hot buffer (zero-copy) and,
 /// below it, the cold tier the engine was given (`ColdTier::install`), a
 /// fork's inherited range included.
-pub async fn read_outcome(
+pub(crate) async fn read_outcome(
     state: &AppState,
     id: &strand::BucketStreamId,
     from: ReadFrom,
@@ -128,12 +129,6 @@ fn trim_slices(slices: &mut Vec<Bytes>, mut keep: usize) {
     *slices = out;
 }
 
-fn set(response: &mut Response, name: header::HeaderName, value: impl AsRef<str>) {
-    if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
-        response.headers_mut().insert(name, v);
-    }
-}
-
 /// The places a live reader holds: the node's and its token's.
 struct LivePermit {
     _node: WaiterPermit,
@@ -153,7 +148,11 @@ fn permit(state: &AppState, target: &StreamRequest) -> ApiResult<LivePermit> {
 }
 
 /// `live=long-poll`: data now, or wait for it until the timeout.
-pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuery) -> ApiResult {
+pub(crate) async fn long_poll(
+    state: &AppState,
+    target: &StreamRequest,
+    query: ReadQuery,
+) -> ApiResult {
     let Some(offset_text) = query.offset.as_deref() else {
         return Err(ApiError::bad_request("live=long-poll needs an offset"));
     };
@@ -187,25 +186,29 @@ pub async fn long_poll(state: &AppState, target: &StreamRequest, query: ReadQuer
             } else {
                 page.body.into_response_body(status)
             };
-            set(&mut out, header::CONTENT_TYPE, content_type);
-            set(&mut out, h::NEXT_OFFSET, offsets::render(page.next_offset));
+            set_header(out.headers_mut(), header::CONTENT_TYPE, content_type);
+            set_header(
+                out.headers_mut(),
+                h::NEXT_OFFSET,
+                offsets::render(page.next_offset),
+            );
             if page.up_to_date {
-                set(&mut out, h::UP_TO_DATE, "true");
+                set_header(out.headers_mut(), h::UP_TO_DATE, "true");
             }
             if closed_end {
-                set(&mut out, h::CLOSED, "true");
+                set_header(out.headers_mut(), h::CLOSED, "true");
             }
-            set(&mut out, h::CURSOR, cursor);
-            set(&mut out, header::CACHE_CONTROL, caching);
+            set_header(out.headers_mut(), h::CURSOR, cursor);
+            set_header(out.headers_mut(), header::CACHE_CONTROL, caching);
             return Ok(out);
         }
         let now = Instant::now();
         let timed_out = |offset: u64, cursor: String| {
             let mut out = StatusCode::NO_CONTENT.into_response();
-            set(&mut out, h::NEXT_OFFSET, offsets::render(offset));
-            set(&mut out, h::UP_TO_DATE, "true");
-            set(&mut out, h::CURSOR, cursor);
-            set(&mut out, header::CACHE_CONTROL, caching);
+            set_header(out.headers_mut(), h::NEXT_OFFSET, offsets::render(offset));
+            set_header(out.headers_mut(), h::UP_TO_DATE, "true");
+            set_header(out.headers_mut(), h::CURSOR, cursor);
+            set_header(out.headers_mut(), header::CACHE_CONTROL, caching);
             out
         };
         if now >= deadline || *shutdown.borrow() {
@@ -253,7 +256,7 @@ fn continue_at(layout: Layout, offset: u64) -> ReadFrom {
 /// the message that holds it, from the tail when it is beyond
 /// (`ReadFrom::Within`), so offsets clients compute (one past a snapshot's
 /// offset) work; the bucketed layout reads exact byte offsets.
-pub fn read_from(text: Option<&str>, layout: Layout) -> Result<ReadFrom, ApiError> {
+pub(crate) fn read_from(text: Option<&str>, layout: Layout) -> Result<ReadFrom, ApiError> {
     let from = match text {
         None => Ok(ReadFrom::Start),
         Some(t) => offsets::parse(t).map_err(|e| match e {
@@ -298,7 +301,7 @@ pub(crate) fn cache_control(state: &AppState) -> &'static str {
 
 /// `live=sse`: catch up, then stream new data as it arrives, a control
 /// event after every data event.
-pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> ApiResult {
+pub(crate) async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> ApiResult {
     let Some(offset_text) = query.offset.as_deref() else {
         return Err(ApiError::bad_request("live=sse needs an offset"));
     };
@@ -334,12 +337,12 @@ pub async fn sse(state: &AppState, target: &StreamRequest, query: ReadQuery) -> 
         Some((Ok::<Bytes, std::convert::Infallible>(chunk), s))
     });
     let mut out = Response::new(Body::from_stream(stream));
-    set(&mut out, header::CONTENT_TYPE, "text/event-stream");
-    set(&mut out, header::CACHE_CONTROL, "no-cache");
+    set_header(out.headers_mut(), header::CONTENT_TYPE, "text/event-stream");
+    set_header(out.headers_mut(), header::CACHE_CONTROL, "no-cache");
     // Proxies that buffer responses (nginx) would hold events back.
-    set(&mut out, h::X_ACCEL_BUFFERING, "no");
+    set_header(out.headers_mut(), h::X_ACCEL_BUFFERING, "no");
     if encoding == DataEncoding::Base64 {
-        set(&mut out, h::SSE_DATA_ENCODING, "base64");
+        set_header(out.headers_mut(), h::SSE_DATA_ENCODING, "base64");
     }
     Ok(out)
 }

@@ -28,11 +28,11 @@ use strand::BucketStreamId;
 use crate::errors::ApiError;
 
 /// The longest canonical stream name the mount accepts, in bytes.
-pub const MAX_NAME_BYTES: usize = 4096;
+pub(crate) const MAX_NAME_BYTES: usize = 4096;
 
 /// The first segment reserved for the protocol's own API (PROTOCOL §6:
 /// subscriptions live under `/v1/stream/__ds/`).
-pub const RESERVED_SEGMENT: &str = "__ds";
+pub(crate) const RESERVED_SEGMENT: &str = "__ds";
 
 /// Hex digits of the hash in a hashed stream id (128 bits).
 const HASH_HEX: usize = 32;
@@ -59,7 +59,7 @@ pub struct Named {
 /// 400 for an empty name or segment, a segment that is `.`, `..`, not
 /// UTF-8 once decoded or holds NUL, and a name over [`MAX_NAME_BYTES`];
 /// 404 for the reserved `__ds/` prefix.
-pub fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
+pub(crate) fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
     if raw.is_empty() {
         return Err(ApiError::not_found("no stream named"));
     }
@@ -110,7 +110,7 @@ pub fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
 
 /// Splits a raw path into percent-decoded segments, refusing what no
 /// stream name may hold: non-UTF-8, NUL, `.` and `..` segments.
-pub fn segments(path: &str) -> Result<Vec<String>, ApiError> {
+pub(crate) fn segments(path: &str) -> Result<Vec<String>, ApiError> {
     let mut out = Vec::new();
     for raw in path.split('/').filter(|s| !s.is_empty()) {
         let decoded = percent_decode(raw)

@@ -18,7 +18,7 @@ const CHUNK: usize = 64 * 1024;
 /// and a poll in hyper, so a page of 200 1 KiB messages sent slice by slice
 /// spent more CPU on framing than copying 200 KiB once costs; a page never
 /// becomes one big buffer either.
-pub fn coalesce(slices: Vec<Bytes>) -> Vec<Bytes> {
+pub(crate) fn coalesce(slices: Vec<Bytes>) -> Vec<Bytes> {
     let mut out = Vec::new();
     let mut pending = bytes::BytesMut::new();
     for slice in slices {
@@ -44,7 +44,7 @@ pub fn coalesce(slices: Vec<Bytes>) -> Vec<Bytes> {
 }
 
 /// A read's body: slices streamed as they are, or one rendered buffer.
-pub enum PageBody {
+pub(crate) enum PageBody {
     /// Hot-buffer slices, sent without copying.
     Slices(Vec<Bytes>),
     /// A rendered body (JSON arrays).
@@ -52,16 +52,8 @@ pub enum PageBody {
 }
 
 impl PageBody {
-    /// Whether the body carries no bytes.
-    pub fn is_empty(&self) -> bool {
-        match self {
-            Self::Slices(s) => s.iter().all(Bytes::is_empty),
-            Self::Rendered(b) => b.is_empty(),
-        }
-    }
-
     /// A response with this body.
-    pub fn into_response_body(self, status: StatusCode) -> Response {
+    pub(crate) fn into_response_body(self, status: StatusCode) -> Response {
         let body = match self {
             Self::Rendered(b) => Body::from(b),
             Self::Slices(mut s) if s.len() <= 1 => Body::from(s.pop().unwrap_or_default()),

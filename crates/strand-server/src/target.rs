@@ -6,7 +6,7 @@ use strand::BucketStreamId;
 use crate::errors::Layout;
 
 /// One request on a stream resource.
-pub struct StreamRequest {
+pub(crate) struct StreamRequest {
     /// The stream.
     pub id: BucketStreamId,
     /// The layout it came through.

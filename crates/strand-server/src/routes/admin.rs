@@ -10,6 +10,7 @@ use strand::{StreamCommand, StreamErrorCode, StreamResponse};
 
 use crate::body::read_limited;
 use crate::errors::{ApiError, Layout};
+use crate::reply::json;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
@@ -28,16 +29,11 @@ struct PurgeReport {
     pending_cold_gc_entries: u64,
 }
 
-fn json(status: StatusCode, value: &impl Serialize) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_default();
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
 /// `GET /__strand/integrity/{bucket}/[{affinity}/]{stream}`: the stream's
 /// integrity setsums as this node's machine holds them (spec 02 §5: one
 /// item per contributing append; offsets are byte positions), so a client
 /// can recompute them from the bytes it reads back and compare.
-pub async fn integrity(
+pub(super) async fn integrity(
     state: &AppState,
     method: &Method,
     id: strand::BucketStreamId,
@@ -161,7 +157,7 @@ fn partial(group: usize, report: &PurgeReport, error: &strand_engine::EngineErro
 }
 
 /// Serves `/__strand/{rest…}`.
-pub async fn handle(
+pub(super) async fn handle(
     state: &AppState,
     method: &Method,
     rest: &[String],

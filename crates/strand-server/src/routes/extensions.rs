@@ -4,7 +4,7 @@
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use base64::Engine as _;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,7 @@ use crate::errors::{ApiError, ApiResult, Layout};
 use crate::headers as h;
 use crate::offsets;
 
+use crate::reply::json;
 use crate::state::AppState;
 
 /// An extension route on a stream (or, for transactions, an affinity
@@ -92,11 +93,6 @@ fn path_offset(text: &str) -> Result<u64, ApiError> {
     }
     offsets::parse_position(text)
         .map_err(|_| ApiError::bad_request(format!("invalid offset {text:?}")))
-}
-
-fn json(status: StatusCode, value: &impl Serialize) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_default();
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 fn not_allowed(method: &Method) -> ApiError {

@@ -2,11 +2,11 @@
 //! layout `/{bucket}/…`, and the server's own `/__strand/…` routes
 //! (spec 08 §21–§22).
 
-pub mod admin;
+mod admin;
 pub mod extensions;
 mod raft;
-pub mod stream;
-pub mod table;
+mod stream;
+mod table;
 
 use axum::Router;
 use axum::body::Body;
@@ -127,7 +127,7 @@ async fn health(state: &AppState) -> Response {
 /// server's connections call directly (no router in between: the routes
 /// are matched here, so axum's path router, URL-parameter extraction and
 /// handler adapters only cost instructions). The route and the right it
-/// needs come from the route table ([`table::classify`]) before any
+/// needs come from the route table (`table::classify`) before any
 /// handler runs.
 pub async fn serve(state: AppState, request: Request) -> Response {
     let started = Instant::now();
@@ -283,7 +283,7 @@ fn admit(
     Ok(subject)
 }
 
-pub use crate::names::segments;
+pub(crate) use crate::names::segments;
 
 /// The stream a path names, as a client sends it in `Stream-Forked-From`:
 /// `/v1/stream/{name}` (the default bucket, any name the mount takes) or

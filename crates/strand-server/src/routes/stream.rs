@@ -4,7 +4,7 @@
 //! layout.
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use strand::{StreamCommand, StreamMetadata, StreamResponse, StreamStatus};
@@ -17,15 +17,16 @@ use crate::json_mode::{self, JsonError};
 use crate::live::{self, read_from};
 use crate::offsets;
 use crate::query::ReadQuery;
+use crate::reply::set_header;
 use crate::state::AppState;
 use crate::target::StreamRequest;
 use crate::time::render_rfc3339_ms;
 
 /// The default content type of a stream created without one.
-pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+pub(super) const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 
 /// Dispatches by method.
-pub async fn handle(
+pub(super) async fn handle(
     state: AppState,
     target: StreamRequest,
     method: Method,
@@ -115,12 +116,6 @@ fn attrs_header(headers: &HeaderMap) -> Result<Option<strand::StreamAttrs>, ApiE
     }
 }
 
-fn set(headers: &mut HeaderMap, name: header::HeaderName, value: impl AsRef<str>) {
-    if let Ok(v) = HeaderValue::from_str(value.as_ref()) {
-        headers.insert(name, v);
-    }
-}
-
 async fn create(
     state: &AppState,
     target: &StreamRequest,
@@ -200,13 +195,13 @@ fn created_response(
     };
     let mut out = status.into_response();
     let hs = out.headers_mut();
-    set(hs, header::CONTENT_TYPE, &content_type);
-    set(hs, h::NEXT_OFFSET, offsets::render(next_offset));
+    set_header(hs, header::CONTENT_TYPE, &content_type);
+    set_header(hs, h::NEXT_OFFSET, offsets::render(next_offset));
     if closed {
-        set(hs, h::CLOSED, "true");
+        set_header(hs, h::CLOSED, "true");
     }
     if status == StatusCode::CREATED {
-        set(hs, header::LOCATION, location(config, headers, target));
+        set_header(hs, header::LOCATION, location(config, headers, target));
     }
     Ok(out)
 }
@@ -439,13 +434,13 @@ async fn append(
     };
     let mut out = status.into_response();
     let hs = out.headers_mut();
-    set(hs, h::NEXT_OFFSET, offsets::render(next_offset));
+    set_header(hs, h::NEXT_OFFSET, offsets::render(next_offset));
     if closed {
-        set(hs, h::CLOSED, "true");
+        set_header(hs, h::CLOSED, "true");
     }
     if let Some((epoch, seq)) = producer_echo {
-        set(hs, h::PRODUCER_EPOCH, epoch.to_string());
-        set(hs, h::PRODUCER_SEQ, seq.to_string());
+        set_header(hs, h::PRODUCER_EPOCH, epoch.to_string());
+        set_header(hs, h::PRODUCER_SEQ, seq.to_string());
     }
     Ok(out)
 }
@@ -476,16 +471,16 @@ async fn mismatch_or(
 
 /// Headers describing a stream's metadata (HEAD, and beside reads).
 fn metadata_headers(hs: &mut HeaderMap, meta: &StreamMetadata) {
-    set(hs, header::CONTENT_TYPE, &meta.content_type);
-    set(hs, h::NEXT_OFFSET, offsets::render(meta.tail_offset));
+    set_header(hs, header::CONTENT_TYPE, &meta.content_type);
+    set_header(hs, h::NEXT_OFFSET, offsets::render(meta.tail_offset));
     if meta.status == StreamStatus::Closed {
-        set(hs, h::CLOSED, "true");
+        set_header(hs, h::CLOSED, "true");
     }
     if let Some(ttl) = meta.stream_ttl_seconds {
-        set(hs, h::TTL, ttl.to_string());
+        set_header(hs, h::TTL, ttl.to_string());
     }
     if let Some(at) = meta.stream_expires_at_ms {
-        set(hs, h::EXPIRES_AT, render_rfc3339_ms(at));
+        set_header(hs, h::EXPIRES_AT, render_rfc3339_ms(at));
     }
 }
 
@@ -505,8 +500,8 @@ async fn head(state: &AppState, target: &StreamRequest) -> ApiResult {
     let mut out = StatusCode::OK.into_response();
     let hs = out.headers_mut();
     metadata_headers(hs, &meta);
-    set(hs, header::CACHE_CONTROL, "no-store");
-    set(
+    set_header(hs, header::CACHE_CONTROL, "no-store");
+    set_header(
         hs,
         header::ETAG,
         etag(
@@ -527,7 +522,7 @@ async fn delete(state: &AppState, target: &StreamRequest) -> ApiResult {
 
 /// The entity tag of a read: where it started, where it ended, and
 /// whether it ended a closed stream.
-pub fn etag(offset: u64, next_offset: u64, closed_end: bool) -> String {
+pub(super) fn etag(offset: u64, next_offset: u64, closed_end: bool) -> String {
     format!(
         "\"{}:{}{}\"",
         offsets::render(offset),
@@ -557,16 +552,16 @@ async fn read(
     let closed_end = page.closed && page.up_to_date;
     let mut out = page.body.into_response_body(StatusCode::OK);
     let hs = out.headers_mut();
-    set(hs, header::CONTENT_TYPE, &page.content_type);
-    set(hs, h::NEXT_OFFSET, offsets::render(page.next_offset));
+    set_header(hs, header::CONTENT_TYPE, &page.content_type);
+    set_header(hs, h::NEXT_OFFSET, offsets::render(page.next_offset));
     if page.up_to_date {
-        set(hs, h::UP_TO_DATE, "true");
+        set_header(hs, h::UP_TO_DATE, "true");
     }
     if closed_end {
-        set(hs, h::CLOSED, "true");
+        set_header(hs, h::CLOSED, "true");
     }
     if from == ReadFrom::Tail {
-        set(hs, header::CACHE_CONTROL, "no-store");
+        set_header(hs, header::CACHE_CONTROL, "no-store");
         return Ok(out);
     }
     let tag = etag(page.offset, page.next_offset, closed_end);
@@ -577,11 +572,11 @@ async fn read(
     let caching = live::cache_control(state);
     if matches {
         let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
-        set(not_modified.headers_mut(), header::ETAG, &tag);
-        set(not_modified.headers_mut(), header::CACHE_CONTROL, caching);
+        set_header(not_modified.headers_mut(), header::ETAG, &tag);
+        set_header(not_modified.headers_mut(), header::CACHE_CONTROL, caching);
         return Ok(not_modified);
     }
-    set(hs, header::ETAG, &tag);
-    set(hs, header::CACHE_CONTROL, caching);
+    set_header(hs, header::ETAG, &tag);
+    set_header(hs, header::CACHE_CONTROL, caching);
     Ok(out)
 }

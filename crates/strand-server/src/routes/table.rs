@@ -30,7 +30,7 @@ use crate::state::Plane;
 
 /// What a request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub(super) enum Route {
     /// A CORS preflight.
     Preflight,
     /// `GET /__strand/health`.
@@ -63,7 +63,7 @@ pub enum Route {
 
 /// The Raft transport's routes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RaftRoute {
+pub(super) enum RaftRoute {
     /// `POST /__strand/raft/batch`.
     Batch,
     /// `POST /__strand/raft/segment`.
@@ -74,7 +74,7 @@ pub enum RaftRoute {
 
 /// What a route needs before its handler runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Access<'a> {
+pub(super) enum Access<'a> {
     /// Nothing.
     Open,
     /// The cluster token (`strand_raft::CLUSTER_TOKEN_HEADER`).
@@ -94,7 +94,7 @@ pub enum Access<'a> {
 }
 
 /// The message of a request to the admin listener outside its routes.
-pub const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) and /__strand/health";
+pub(super) const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) and /__strand/health";
 
 /// Decides a request's route.
 ///
@@ -103,7 +103,7 @@ pub const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operat
 /// 404 for a path no route serves (and for anything but the operator
 /// routes on the admin listener); 400 for a path that is not valid
 /// percent-encoded UTF-8 or names no valid stream.
-pub fn classify(
+pub(super) fn classify(
     method: &Method,
     path: &str,
     plane: Plane,
@@ -175,7 +175,7 @@ pub fn classify(
 
 impl Route {
     /// What the route needs from a request made with `method`.
-    pub fn access(&self, method: &Method) -> Access<'_> {
+    pub(super) fn access(&self, method: &Method) -> Access<'_> {
         let right = if method == Method::GET || method == Method::HEAD {
             Right::Read
         } else {

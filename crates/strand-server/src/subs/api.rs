@@ -21,6 +21,7 @@ use super::model::{
 };
 use super::{Subscriptions, signing, token};
 use crate::offsets;
+use crate::reply::json;
 
 /// A JSON error answer.
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
@@ -46,15 +47,6 @@ fn not_found() -> Response {
         "SUBSCRIPTION_NOT_FOUND",
         "subscription not found",
     )
-}
-
-fn json(status: StatusCode, value: &serde_json::Value) -> Response {
-    let mut out = (status, value.to_string()).into_response();
-    out.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    out
 }
 
 /// Percent-encodes a path component (an id in a URL).
