@@ -30,7 +30,7 @@ pub struct LogStats {
     /// Entry records written.
     pub entries: u64,
     /// Proposals those entries hold: one per entry, each proposal of a
-    /// [`GroupEntry::Batch`], none for the log's own (blank, membership)
+    /// [`GroupEntry::Batch`](strand_engine::GroupEntry::Batch), none for the log's own (blank, membership)
     /// entries. With writes only, the appends written.
     pub proposals: u64,
     /// Bytes written.
