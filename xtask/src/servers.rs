@@ -9,10 +9,12 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
+
+use strand_testkit::ChildGuard;
 
 use crate::{cargo, run, target_dir};
 
@@ -119,9 +121,11 @@ pub(crate) fn build_strand(root: &Path) -> Result<PathBuf, String> {
 /// outlives the run, whatever goes wrong.
 pub(crate) struct ServerGuard {
     pub(crate) name: &'static str,
-    pub(crate) child: Child,
-    /// Held open for the node server, which exits when its stdin closes.
-    pub(crate) stdin: Option<ChildStdin>,
+    /// Held open for the node server, which exits when its stdin closes;
+    /// only its drop matters. Declared before `child`: fields drop in
+    /// order, so stdin is closed first, then the child killed.
+    _stdin: Option<ChildStdin>,
+    child: ChildGuard,
     pub(crate) url: String,
     pub(crate) log: PathBuf,
 }
@@ -142,15 +146,6 @@ impl ServerGuard {
             )),
             Err(e) => Err(format!("cannot poll {}: {e}", self.name)),
         }
-    }
-}
-
-impl Drop for ServerGuard {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        // Already exited, or gone: nothing left to stop either way.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -380,8 +375,8 @@ pub(crate) fn spawn_server(
     let stdout = child.stdout.take();
     let mut guard = ServerGuard {
         name,
-        child,
-        stdin,
+        _stdin: stdin,
+        child: ChildGuard::new(child),
         url: String::new(),
         log: log.clone(),
     };
@@ -462,8 +457,8 @@ pub(crate) fn spawn_polled(
     let url = format!("http://127.0.0.1:{port}");
     let mut guard = ServerGuard {
         name,
-        child,
-        stdin: None,
+        _stdin: None,
+        child: ChildGuard::new(child),
         url: url.clone(),
         log: log.to_owned(),
     };
