@@ -28,10 +28,9 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::http_conformance::{
-    ServerGuard, install_npm_packages, start_node, start_strand, target_dir, use_debug_build,
-};
-use crate::run;
+use crate::npm::install_npm_packages;
+use crate::servers::{ServerGuard, start_node, start_strand, use_debug_build};
+use crate::{run, target_dir};
 
 /// Usage of the task, for errors and `cargo xtask help`.
 pub(crate) const USAGE: &str =

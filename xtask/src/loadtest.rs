@@ -46,16 +46,16 @@ use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::http_conformance::{
-    ServerGuard, command_on, log_tail, loopback_addr, pin_servers, prepare_packages,
-    server_command, start_node, start_strand, start_strand_cluster, status_of, target_dir,
+use crate::npm::prepare_packages;
+use crate::servers::{
+    ServerGuard, command_on, loopback_addr, pin_servers, server_command, spawn_polled, start_node,
+    start_strand, start_strand_cluster,
 };
-use crate::{cargo, run};
+use crate::{cargo, run, target_dir};
 
 /// A peer server installed from crates.io with `cargo install --locked`,
 /// pinned, into its own root under the target directory.
@@ -793,48 +793,6 @@ pub(crate) fn start_electric_at(
         log,
         "GET /health",
     )
-}
-
-/// Spawns a peer server that listens on `port`, its stdout and stderr
-/// to `log`, and waits up to 30 s for `health` (`METHOD PATH`) to answer
-/// 200.
-fn spawn_polled(
-    name: &'static str,
-    mut cmd: std::process::Command,
-    port: u16,
-    log: &Path,
-    health: &str,
-) -> Result<ServerGuard, String> {
-    let file =
-        fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let err = file.try_clone().map_err(|e| e.to_string())?;
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(file)
-        .stderr(err)
-        .spawn()
-        .map_err(|e| format!("cannot start {name}: {e}"))?;
-    let url = format!("http://127.0.0.1:{port}");
-    let mut guard = ServerGuard {
-        name,
-        child,
-        stdin: None,
-        url: url.clone(),
-        log: log.to_owned(),
-    };
-    let addr = loopback_addr(&url)?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        guard.check_running()?;
-        if status_of(addr, health) == Ok(200) {
-            return Ok(guard);
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    Err(format!(
-        "{name} did not answer {health} with 200; {}",
-        log_tail(log)
-    ))
 }
 
 fn number(v: &Value) -> Option<f64> {

@@ -6,6 +6,8 @@ mod bench;
 mod fuzz;
 mod http_conformance;
 mod loadtest;
+mod npm;
+mod servers;
 mod tools;
 mod vendor;
 
@@ -324,6 +326,15 @@ pub(crate) fn cargo(root: &Path) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root);
     cmd
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace
+/// root when relative), or `target/`.
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root.join(dir),
+        _ => root.join("target"),
+    }
 }
 
 pub(crate) fn run(mut cmd: Command) -> Result<(), String> {

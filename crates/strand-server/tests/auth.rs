@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use common::TestServer;
 use hyper::{Method, StatusCode};
 use strand_server::auth::{Claims, Right, sign_hs256};
+use strand_testkit::ChildGuard;
 
 const SECRET: &[u8] = b"test-secret-of-at-least-16-bytes";
 
@@ -477,14 +478,18 @@ fn tokens_never_reach_the_log_but_subjects_do() {
     assert!(minted.status.success());
     let token = String::from_utf8(minted.stdout).unwrap().trim().to_owned();
     assert_eq!(token.split('.').count(), 3);
-    let mut child = Command::new(bin)
-        .args(["--listen", "127.0.0.1:0", "--memory", "--auth-secret-file"])
-        .arg(&secret)
-        .env("STRAND_LOG", "debug")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Killed on drop too: a failed assertion before the kill below leaves
+    // no server behind.
+    let mut child = ChildGuard::new(
+        Command::new(bin)
+            .args(["--listen", "127.0.0.1:0", "--memory", "--auth-secret-file"])
+            .arg(&secret)
+            .env("STRAND_LOG", "debug")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)

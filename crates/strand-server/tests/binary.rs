@@ -8,6 +8,8 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use strand_testkit::ChildGuard;
+
 const BIN: &str = env!("CARGO_BIN_EXE_strand-server");
 
 #[test]
@@ -117,19 +119,21 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
     // Held by `process::Server`, whose drop kills and reaps it if an
     // assertion fails; its address is filled in from the ready line.
     let mut server = crate::process::Server {
-        child: Command::new(BIN)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--memory",
-                "--long-poll-timeout-ms",
-                "60000",
-            ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+        child: ChildGuard::new(
+            Command::new(BIN)
+                .args([
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--memory",
+                    "--long-poll-timeout-ms",
+                    "60000",
+                ])
+                .args(extra)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        ),
         addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
     };
     let child = &mut server.child;
@@ -204,14 +208,16 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
 /// printed up to and including its ready line.
 fn start_in(dir: &std::path::Path, args: &[&str]) -> (crate::process::Server, Vec<String>) {
     let mut server = crate::process::Server {
-        child: Command::new(BIN)
-            .current_dir(dir)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+        child: ChildGuard::new(
+            Command::new(BIN)
+                .current_dir(dir)
+                .args(["--listen", "127.0.0.1:0"])
+                .args(args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        ),
         addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
     };
     let mut lines = Vec::new();

@@ -200,8 +200,9 @@ async fn verify(addr: SocketAddr, lens: &[u64]) {
     }
 }
 
-/// Kills every node still held when dropped, so a failed assertion does
-/// not leave processes behind.
+/// The nodes of a test, each taken out when the test stops it; every node
+/// still held is killed when `Nodes` drops (each [`Server`] guards its
+/// process), so a failed assertion does not leave processes behind.
 struct Nodes(Vec<Option<Server>>);
 
 impl Nodes {
@@ -211,14 +212,6 @@ impl Nodes {
 
     fn take(&mut self, i: usize) -> Server {
         self.0[i].take().unwrap()
-    }
-}
-
-impl Drop for Nodes {
-    fn drop(&mut self) {
-        for node in self.0.iter_mut().filter_map(Option::take) {
-            node.kill9();
-        }
     }
 }
 

@@ -12,23 +12,14 @@ use crate::common;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{off, request};
 use hyper::{Method, StatusCode};
+use strand_testkit::ChildGuard;
 
 const MOTO: &str = "moto[server]==5.2.1";
-
-/// Kills a child process when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn python() -> &'static str {
     "python3"
@@ -114,7 +105,7 @@ async fn the_s3_backend_flushes_reads_and_reclaims_against_moto() {
     if let Some(p) = &pythonpath {
         moto.env("PYTHONPATH", p);
     }
-    let _moto = Guard(moto.spawn().unwrap());
+    let _moto = ChildGuard::new(moto.spawn().unwrap());
     wait_listening(s3).await;
     let bucket = request(s3, Method::PUT, "/strand-cold").send().await;
     assert!(bucket.status.is_success(), "{:?}", bucket.status);
@@ -146,9 +137,9 @@ async fn the_s3_backend_flushes_reads_and_reclaims_against_moto() {
         .env("AWS_ENDPOINT_URL", format!("http://{s3}"))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    let mut child = server.spawn().unwrap();
+    // Killed and reaped when the test ends, however it ends.
+    let mut child = ChildGuard::new(server.spawn().unwrap());
     let stdout = child.stdout.take().unwrap();
-    let _server = Guard(child);
     // The admin line, then the ready line.
     let mut reader = BufReader::new(stdout);
     let mut address = || {

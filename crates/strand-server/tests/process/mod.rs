@@ -5,14 +5,18 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use strand_testkit::ChildGuard;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// A running `strand-server` and its address. The process is killed and
+/// reaped when the `Server` drops (a test that panicked before stopping
+/// it leaves no process behind): `child` is a [`ChildGuard`].
 pub struct Server {
-    pub child: Child,
+    pub child: ChildGuard,
     pub addr: SocketAddr,
 }
 
@@ -33,14 +37,16 @@ pub fn start(dir: &Path) -> Server {
 
 /// Starts the binary with `args` and waits for its ready line.
 pub fn start_args(args: &[String]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strand-server"))
-        .args(args)
-        // Only strand-raft's own warnings (a truncated torn tail).
-        .env("STRAND_LOG", "off,strand_raft=warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut child = ChildGuard::new(
+        Command::new(env!("CARGO_BIN_EXE_strand-server"))
+            .args(args)
+            // Only strand-raft's own warnings (a truncated torn tail).
+            .env("STRAND_LOG", "off,strand_raft=warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -83,17 +89,7 @@ pub fn admin_addr(client: SocketAddr) -> SocketAddr {
 impl Server {
     /// SIGKILL, then reap.
     pub fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Server {
-    /// A server a test did not kill (it panicked first) is killed too,
-    /// so no process outlives its test.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill_and_wait().unwrap();
     }
 }
 
