@@ -110,7 +110,7 @@ pub(crate) fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
 
 /// Splits a raw path into percent-decoded segments, refusing what no
 /// stream name may hold: non-UTF-8, NUL, `.` and `..` segments.
-pub(crate) fn segments(path: &str) -> Result<Vec<String>, ApiError> {
+pub fn segments(path: &str) -> Result<Vec<String>, ApiError> {
     let mut out = Vec::new();
     for raw in path.split('/').filter(|s| !s.is_empty()) {
         let decoded = percent_decode(raw)

@@ -283,7 +283,7 @@ fn admit(
     Ok(subject)
 }
 
-pub(crate) use crate::names::segments;
+pub use crate::names::segments;
 
 /// The stream a path names, as a client sends it in `Stream-Forked-From`:
 /// `/v1/stream/{name}` (the default bucket, any name the mount takes) or
