@@ -633,6 +633,7 @@ async fn service(requests: Vec<Parsed>) {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let state = AppState {
         raft: None,
+        metrics: std::sync::Arc::new(strand_server::metrics::Metrics::new()),
         config: Arc::clone(&config),
         engine: engine.clone(),
         shutdown: stop_rx,

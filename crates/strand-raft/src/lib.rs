@@ -62,9 +62,9 @@ mod wire;
 
 pub use batch::BATCHES_IN_FLIGHT;
 pub use error::StartError;
-pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
+pub use log_store::{CACHE_BYTES, FSYNC_BUCKETS_US, Fsync, FsyncHistogram, LogStore, Recovery};
 pub use network::ClusterLinks;
-pub use node::{MessageError, RaftGroupStatus, RaftNode, serve_batch};
+pub use node::{MessageError, RaftGroupMetrics, RaftGroupStatus, RaftNode, serve_batch};
 pub use segment::LogError;
 pub use start::{
     DEFAULT_SNAPSHOT_CHUNK_BYTES, DEFAULT_SNAPSHOT_LOG_BYTES, DurableOptions,

@@ -447,6 +447,44 @@ struct Counters {
     synced_proposals: AtomicU64,
     fsync_us: AtomicU64,
     fsync_max_us: AtomicU64,
+    /// fsyncs by duration: `fsync_buckets[i]` counts those that took at
+    /// most `FSYNC_BUCKETS_US[i]` µs and more than the bound before it;
+    /// the last slot the ones above every bound.
+    fsync_buckets: [AtomicU64; FSYNC_BUCKETS_US.len() + 1],
+}
+
+/// The upper bounds, in microseconds, of the fsync duration histogram
+/// ([`FsyncHistogram`]).
+pub const FSYNC_BUCKETS_US: [u64; 12] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
+];
+
+/// How long a log's fsyncs took: counts per duration bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsyncHistogram {
+    /// `counts[i]`: fsyncs that took more than `FSYNC_BUCKETS_US[i - 1]`
+    /// (0 for `i = 0`) and at most `FSYNC_BUCKETS_US[i]` µs; the last
+    /// element counts the ones above every bound.
+    pub counts: [u64; FSYNC_BUCKETS_US.len() + 1],
+    /// Their total time, in microseconds.
+    pub sum_us: u64,
+}
+
+impl FsyncHistogram {
+    /// The bucket-wise sum of two histograms.
+    #[must_use]
+    pub fn combined(mut self, other: Self) -> Self {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a = a.saturating_add(b);
+        }
+        self.sum_us = self.sum_us.saturating_add(other.sum_us);
+        self
+    }
+
+    /// How many fsyncs it counts.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().fold(0u64, |a, b| a.saturating_add(*b))
+    }
 }
 
 impl Counters {
@@ -465,6 +503,15 @@ impl Counters {
                 .fetch_add(proposals, Ordering::Relaxed);
             self.fsync_us.fetch_add(us, Ordering::Relaxed);
             self.fsync_max_us.fetch_max(us, Ordering::Relaxed);
+            let bucket = FSYNC_BUCKETS_US.partition_point(|bound| *bound < us);
+            self.fsync_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn fsync_histogram(&self) -> FsyncHistogram {
+        FsyncHistogram {
+            counts: std::array::from_fn(|i| self.fsync_buckets[i].load(Ordering::Relaxed)),
+            sum_us: self.fsync_us.load(Ordering::Relaxed),
         }
     }
 
@@ -760,6 +807,17 @@ impl LogStore {
     /// truncation and new segments' headers are not counted).
     pub fn stats(&self) -> LogStats {
         self.shared.counters.stats()
+    }
+
+    /// The writer thread's fsyncs by duration since the log was opened.
+    pub fn fsync_histogram(&self) -> FsyncHistogram {
+        self.shared.counters.fsync_histogram()
+    }
+
+    /// The log index of the last entry known committed (as openraft last
+    /// saved it), when there is one.
+    pub fn committed(&self) -> Option<u64> {
+        self.mem().committed.map(|c| c.index)
     }
 
     /// The vote held, for tests and tools.
@@ -1356,7 +1414,27 @@ mod tests {
         assert!(stats.fsync_max_us <= stats.fsync_us);
         assert_eq!(stats.bytes, 3 * (crate::segment::HEADER_LEN as u64 + 2));
         assert_eq!(stats.entries_per_fsync(), Some(2.5));
+        // Each fsync lands in exactly one bucket of the histogram.
+        let fsyncs = log.fsync_histogram();
+        assert_eq!(fsyncs.count(), 2);
+        assert_eq!(fsyncs.sum_us, stats.fsync_us);
+        assert_eq!(fsyncs.combined(fsyncs).count(), 4);
         log.close();
+    }
+
+    #[test]
+    fn fsync_durations_fall_in_the_bucket_bounding_them() {
+        let counters = Counters::default();
+        for us in [0, 100, 101, 1_000_000, 1_000_001, u64::MAX] {
+            counters.batch(1, 1, 1, Some(std::time::Duration::from_micros(us)));
+        }
+        let h = counters.fsync_histogram();
+        let last = FSYNC_BUCKETS_US.len();
+        assert_eq!(h.counts[0], 2, "{h:?}");
+        assert_eq!(h.counts[1], 1, "{h:?}");
+        assert_eq!(h.counts[last - 1], 1, "{h:?}");
+        assert_eq!(h.counts[last], 2, "{h:?}");
+        assert_eq!(h.count(), 6);
     }
 
     #[tokio::test]

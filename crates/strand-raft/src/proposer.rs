@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use crate::lock::DirLock;
 use crate::log_store::LogStore;
 use crate::network::{ClusterLinks, PeerClient};
+use crate::node::RaftGroupMetrics;
 use crate::snapshot_file::SnapshotDir;
 use crate::stats::{LogStats, SnapshotStats};
 use crate::types::TypeConfig;
@@ -140,6 +141,36 @@ impl RaftGroup {
     /// The group's log writer counters.
     pub(crate) fn log_stats(&self) -> LogStats {
         self.log.stats()
+    }
+
+    /// The group's Raft figures on this node, for metrics.
+    pub(crate) fn metrics(&self) -> RaftGroupMetrics {
+        let m = self.raft.metrics().borrow().clone();
+        let leader = m.state == openraft::ServerState::Leader && m.current_leader == Some(m.id);
+        let last = m.last_log_index.unwrap_or(0);
+        let follower_lag = m
+            .replication
+            .as_ref()
+            .map(|followers| {
+                followers
+                    .iter()
+                    .filter(|(id, _)| **id != m.id)
+                    .map(|(id, matched)| (*id, last.saturating_sub(matched.map_or(0, |l| l.index))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        RaftGroupMetrics {
+            group: self.group,
+            leader,
+            term: m.current_term,
+            applied_index: m.last_applied.map(|l| l.index),
+            committed_index: self.log.committed(),
+            last_log_index: m.last_log_index,
+            follower_lag,
+            snapshot: self.snapshot_stats(),
+            log: self.log.stats(),
+            fsyncs: self.log.fsync_histogram(),
+        }
     }
 
     /// The group's snapshots, when its files are known.

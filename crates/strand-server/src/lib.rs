@@ -11,7 +11,8 @@
 //! reads (`live`), instants in headers and the long-poll cursor (`time`),
 //! CORS and security headers (`cors`), tokens and rights (`auth`),
 //! per-token rate and reader limits (`limits`), the status mapping
-//! (`errors`), small response builders (`reply`), what every handler
+//! (`errors`), small response builders (`reply`), Prometheus metrics
+//! (`metrics`), what every handler
 //! shares (`state`) and the routes
 //! (`routes`: the Durable Streams mount, the bucketed layout, the admin
 //! plane, the Raft transport). State, concurrency and
@@ -32,6 +33,7 @@ pub mod headers;
 pub mod json_mode;
 pub mod limits;
 mod live;
+pub mod metrics;
 mod names;
 pub mod offsets;
 mod page;
@@ -136,6 +138,7 @@ fn app_state(
     AppState {
         engine,
         raft,
+        metrics: Arc::new(metrics::Metrics::new()),
         shutdown,
         subs,
         limits: Arc::new(limits::Limits::new(

@@ -133,9 +133,12 @@ fn trim_slices(slices: &mut Vec<Bytes>, mut keep: usize) {
 struct LivePermit {
     _node: WaiterPermit,
     _token: Option<LivePlace>,
+    _counted: crate::metrics::LiveReader,
 }
 
-fn permit(state: &AppState, target: &StreamRequest) -> ApiResult<LivePermit> {
+/// Takes a live reader's places; `mode` (`long-poll`, `sse`) labels it in
+/// the metrics while it holds them.
+fn permit(state: &AppState, target: &StreamRequest, mode: &'static str) -> ApiResult<LivePermit> {
     let token = match &target.subject {
         Some(subject) => state.limits.live_place(subject)?,
         None => None,
@@ -144,6 +147,7 @@ fn permit(state: &AppState, target: &StreamRequest) -> ApiResult<LivePermit> {
     Ok(LivePermit {
         _node: node,
         _token: token,
+        _counted: state.metrics.live_reader(mode),
     })
 }
 
@@ -215,7 +219,7 @@ pub(crate) async fn long_poll(
             return Ok(timed_out(page.next_offset, cursor));
         }
         if _permit.is_none() {
-            _permit = Some(permit(state, target)?);
+            _permit = Some(permit(state, target, "long-poll")?);
         }
         from = continue_at(target.layout, page.next_offset);
         let wait = state
@@ -308,7 +312,7 @@ pub(crate) async fn sse(state: &AppState, target: &StreamRequest, query: ReadQue
     let from = read_from(Some(offset_text), target.layout)?;
     // The first read answers 404 and friends before the stream starts.
     let first = read_hot(state, target, from).await?;
-    let permit = permit(state, target)?;
+    let permit = permit(state, target, "sse")?;
     let encoding = DataEncoding::for_content_type(&first.content_type);
     let content_type = first.content_type.clone();
     let session = SseSession {
@@ -457,10 +461,13 @@ impl SseSession {
                 }
             }
             let closed_end = page.closed && page.up_to_date;
+            let mut events = u64::from(!page.empty);
             if !page.empty || !self.announced || closed_end {
                 self.push_control(&mut out, page.next_offset, page.up_to_date, closed_end);
                 self.announced = true;
+                events += 1;
             }
+            self.state.metrics.sse_events(events);
             if closed_end {
                 self.done = true;
             }

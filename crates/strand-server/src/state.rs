@@ -39,6 +39,8 @@ pub struct AppState {
     pub plane: Plane,
     /// The data directory's free-space reserve; `None` in memory.
     pub disk: Option<Arc<strand_cold::DiskSpace>>,
+    /// The server's own counters (`GET /metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// The node's subscriptions (`/v1/stream/__ds/`).
     pub subs: Arc<crate::subs::Subscriptions>,
 }

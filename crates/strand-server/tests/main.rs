@@ -18,6 +18,7 @@ mod faults;
 mod forks;
 mod invariant;
 mod live;
+mod metrics;
 mod partition;
 mod protocol;
 mod safety;

@@ -123,6 +123,27 @@ async fn health(state: &AppState) -> Response {
         .into_response()
 }
 
+/// `GET /metrics`: the node's metrics in the Prometheus text format
+/// (`crate::metrics`).
+async fn metrics_route(state: &AppState) -> Response {
+    match crate::metrics::render(state).await {
+        Ok(text) => (
+            StatusCode::OK,
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the metrics could not be encoded",
+        )
+        .into_response(),
+    }
+}
+
 /// Answers one request: what [`router`]'s only handler does, and what the
 /// server's connections call directly (no router in between: the routes
 /// are matched here, so axum's path router, URL-parameter extraction and
@@ -136,12 +157,15 @@ pub async fn serve(state: AppState, request: Request) -> Response {
     let origin = request.headers().get(axum::http::header::ORIGIN).cloned();
     let origins = std::sync::Arc::clone(&state.origins);
     let preflight = method == Method::OPTIONS;
-    let mut response = match dispatch(state, request).await {
+    let metrics = std::sync::Arc::clone(&state.metrics);
+    let (class, result) = dispatch(state, request).await;
+    let mut response = match result {
         Ok(response) => response,
         Err(error) => error.into_response(),
     };
     crate::cors::add_headers(response.headers_mut(), &origins, origin.as_ref(), preflight);
     let status = response.status();
+    metrics.request(class, &method, status.as_u16(), started.elapsed());
     let subject = response
         .extensions()
         .get::<auth::Subject>()
@@ -163,13 +187,28 @@ pub async fn serve(state: AppState, request: Request) -> Response {
 
 /// Classifies a request, checks the access its route needs, and hands it
 /// to the route's handler.
-async fn dispatch(state: AppState, request: Request) -> Result<Response, ApiError> {
-    let route = table::classify(
+/// Answers with the route's class (`unrouted` for a request no route
+/// takes), for the metrics.
+async fn dispatch(state: AppState, request: Request) -> (&'static str, Result<Response, ApiError>) {
+    let route = match table::classify(
         request.method(),
         request.uri().path(),
         state.plane,
         &state.config.default_bucket,
-    )?;
+    ) {
+        Ok(route) => route,
+        Err(error) => return ("unrouted", Err(error)),
+    };
+    let class = route.class();
+    (class, route_request(state, request, route).await)
+}
+
+/// Checks the access `route` needs and hands the request to its handler.
+async fn route_request(
+    state: AppState,
+    request: Request,
+    route: Route,
+) -> Result<Response, ApiError> {
     let subject = match route.access(request.method()) {
         Access::Open => None,
         Access::ClusterToken => {
@@ -210,6 +249,7 @@ async fn dispatch(state: AppState, request: Request) -> Result<Response, ApiErro
     let result = match route {
         Route::Preflight => Ok(crate::cors::preflight()),
         Route::Health => Ok(health(&state).await),
+        Route::Metrics => Ok(metrics_route(&state).await),
         Route::Raft(RaftRoute::Batch) => Ok(raft::batch(&state, request).await),
         Route::Raft(RaftRoute::Segment) => Ok(raft::segment(&state, request).await),
         Route::Raft(RaftRoute::Message(rest)) => Ok(raft::message(&state, &rest, request).await),

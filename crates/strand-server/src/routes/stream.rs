@@ -381,7 +381,8 @@ async fn append(
         _ => body,
     };
     let has_producer = producer.is_some();
-    let _admission = state.admit(&target.id, payload.len())?;
+    let payload_len = payload.len();
+    let _admission = state.admit(&target.id, payload_len)?;
     let outcome = state
         .engine
         .write(WriteRequest {
@@ -404,6 +405,9 @@ async fn append(
             producer,
             ..
         } => {
+            if !deduplicated && payload_len > 0 {
+                state.metrics.appended(payload_len);
+            }
             let status = if has_producer && !deduplicated {
                 StatusCode::OK
             } else {

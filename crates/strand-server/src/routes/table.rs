@@ -6,6 +6,7 @@
 //! |---|---|---|---|
 //! | `OPTIONS` | any | [`Route::Preflight`] | open |
 //! | `GET`, `HEAD` | `/__strand/health` | [`Route::Health`] | open |
+//! | `GET` | `/metrics` | [`Route::Metrics`] | admin on `*`; closed on the client listener without authentication |
 //! | `POST` (client listener) | `/__strand/raft/batch`, `…/segment`, `…/{group}/{kind}` | [`Route::Raft`] | the cluster token |
 //! | any (admin listener) | not an operator route | 404 | |
 //! | any | `/v1/stream/{name…}` | [`Route::Stream`] (the mount) | read (`GET`, `HEAD`) or write on the stream's name |
@@ -35,6 +36,8 @@ pub(super) enum Route {
     Preflight,
     /// `GET /__strand/health`.
     Health,
+    /// `GET /metrics`: the Prometheus metrics.
+    Metrics,
     /// A peer's Raft traffic.
     Raft(RaftRoute),
     /// A stream, on the mount or the bucketed layout.
@@ -94,7 +97,7 @@ pub(super) enum Access<'a> {
 }
 
 /// The message of a request to the admin listener outside its routes.
-pub(super) const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) and /__strand/health";
+pub(super) const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold), /metrics and /__strand/health";
 
 /// Decides a request's route.
 ///
@@ -114,6 +117,9 @@ pub(super) fn classify(
     }
     if path == "/__strand/health" && (method == Method::GET || method == Method::HEAD) {
         return Ok(Route::Health);
+    }
+    if path == "/metrics" && method == Method::GET {
+        return Ok(Route::Metrics);
     }
     if let Some(rest) = path.strip_prefix("/__strand/raft/")
         && method == Method::POST
@@ -174,6 +180,23 @@ pub(super) fn classify(
 }
 
 impl Route {
+    /// The route's class, a metrics label (a fixed set of names).
+    pub(super) fn class(&self) -> &'static str {
+        match self {
+            Self::Preflight => "preflight",
+            Self::Health => "health",
+            Self::Metrics => "metrics",
+            Self::Raft(_) => "raft",
+            Self::Stream(_, Layout::DurableStreams) => "stream",
+            Self::Stream(_, Layout::Bucketed) => "bucketed_stream",
+            Self::Integrity(_) => "integrity",
+            Self::Operator { .. } => "operator",
+            Self::Bucket(_) => "bucket",
+            Self::Extension(_) => "extension",
+            Self::Subscriptions { .. } => "subscriptions",
+        }
+    }
+
     /// What the route needs from a request made with `method`.
     pub(super) fn access(&self, method: &Method) -> Access<'_> {
         let right = if method == Method::GET || method == Method::HEAD {
@@ -187,6 +210,7 @@ impl Route {
             Self::Stream(named, _) => stream_access(named, right),
             Self::Integrity(named) => stream_access(named, Right::Read),
             Self::Operator { scope, .. } => Access::Operator(scope),
+            Self::Metrics => Access::Operator("*"),
             Self::Bucket(bucket) => Access::Resource {
                 bucket: Cow::Borrowed(bucket),
                 stream: None,
@@ -238,9 +262,10 @@ fn named(id: strand::BucketStreamId) -> Named {
 /// health, the Raft transport or a stream's integrity, which are not
 /// operator routes).
 fn is_operator_path(path: &str) -> bool {
-    path.strip_prefix("/__strand/").is_some_and(|rest| {
-        !rest.starts_with("integrity/") && !rest.starts_with("raft/") && rest != "health"
-    })
+    path == "/metrics"
+        || path.strip_prefix("/__strand/").is_some_and(|rest| {
+            !rest.starts_with("integrity/") && !rest.starts_with("raft/") && rest != "health"
+        })
 }
 
 /// The bucket and stream name an extension route concerns.
@@ -308,6 +333,26 @@ mod tests {
         assert_eq!(
             route(Method::HEAD, "/acme").access(&Method::HEAD),
             resource("acme", None, Right::Read)
+        );
+    }
+
+    #[test]
+    fn metrics_are_an_operator_route_on_either_listener() {
+        let r = route(Method::GET, "/metrics");
+        assert_eq!(r, Route::Metrics);
+        assert_eq!(r.access(&Method::GET), Access::Operator("*"));
+        assert_eq!(r.class(), "metrics");
+        let admin = classify(&Method::GET, "/metrics", Plane::Admin, "default").unwrap();
+        assert_eq!(admin, Route::Metrics);
+        // Any other method is a bucket route of a bucket named "metrics"
+        // on the client listener, and nothing on the admin listener.
+        assert_eq!(
+            route(Method::PUT, "/metrics"),
+            Route::Bucket("metrics".to_owned())
+        );
+        assert_eq!(
+            refused(&Method::PUT, "/metrics/x/y", Plane::Admin),
+            StatusCode::NOT_FOUND
         );
     }
 

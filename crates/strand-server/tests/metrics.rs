@@ -1,0 +1,363 @@
+//! `GET /metrics`: scraped from live servers (in memory, a durable node, a
+//! three-node cluster) and parsed with `prometheus-parse`, a parser
+//! independent of the encoder.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::http::{Method, StatusCode};
+use prometheus_parse::{Sample, Scrape, Value};
+
+use crate::common::TestServer;
+use crate::process;
+
+/// Parses a scrape; every line must be valid exposition text.
+fn parse(text: &str) -> Scrape {
+    for line in text.lines() {
+        assert!(
+            line.is_empty()
+                || line.starts_with("# HELP ")
+                || line.starts_with("# TYPE ")
+                || line.starts_with("strand_"),
+            "unexpected line {line:?}"
+        );
+    }
+    Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap()
+}
+
+/// The samples named `name` whose labels include `labels`.
+fn samples<'a>(s: &'a Scrape, name: &str, labels: &[(&str, &str)]) -> Vec<&'a Sample> {
+    s.samples
+        .iter()
+        .filter(|x| x.metric == name)
+        .filter(|x| labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .collect()
+}
+
+/// The value of the one sample named `name` with `labels`.
+fn value(s: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let found = samples(s, name, labels);
+    assert_eq!(found.len(), 1, "{name} {labels:?}: {found:?}");
+    match &found[0].value {
+        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+/// Label values are bounded: no stream or bucket name appears in a scrape.
+fn assert_no_names(text: &str, names: &[&str]) {
+    for name in names {
+        assert!(!text.contains(name), "{name} leaked into the metrics");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_in_memory_counts_requests_appends_and_live_readers() {
+    let s = TestServer::start().await;
+    // Without authentication the client listener does not serve metrics.
+    let r = s.get("/metrics").send().await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = s.put("/v1/stream/secret-orders").text("").send().await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    for body in ["abc", "defg", "hi"] {
+        let r = s.post("/v1/stream/secret-orders").text(body).send().await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+    }
+    let r = s.get("/v1/stream/missing-one").send().await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // A long-poll parked at the tail is a live reader while it waits.
+    let waiting = tokio::spawn({
+        let req = s.get("/v1/stream/secret-orders?offset=now&live=long-poll");
+        async move { req.send().await }
+    });
+    let until = Instant::now() + Duration::from_secs(10);
+    let scrape = loop {
+        let r = s.admin(Method::GET, "/metrics").send().await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        assert!(
+            r.h("content-type")
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4")
+        );
+        let scrape = parse(r.text());
+        if value(&scrape, "strand_live_readers", &[("mode", "long-poll")]) == 1.0 {
+            assert_no_names(r.text(), &["secret-orders", "missing-one"]);
+            break scrape;
+        }
+        assert!(Instant::now() < until, "the long-poll never counted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let post = [("route", "stream"), ("method", "POST"), ("status", "204")];
+    assert_eq!(value(&scrape, "strand_http_requests_total", &post), 3.0);
+    let missing = [("route", "stream"), ("method", "GET"), ("status", "404")];
+    assert_eq!(value(&scrape, "strand_http_requests_total", &missing), 1.0);
+    let refused = [("route", "metrics"), ("method", "GET"), ("status", "403")];
+    assert_eq!(value(&scrape, "strand_http_requests_total", &refused), 1.0);
+    assert_eq!(value(&scrape, "strand_appends_total", &[]), 3.0);
+    assert_eq!(value(&scrape, "strand_appended_bytes_total", &[]), 9.0);
+    assert_eq!(value(&scrape, "strand_streams", &[]), 1.0);
+    assert_eq!(value(&scrape, "strand_buckets", &[]), 1.0);
+    assert_eq!(value(&scrape, "strand_hot_bytes", &[]), 9.0);
+    let per_group: f64 = samples(&scrape, "strand_group_hot_bytes", &[])
+        .iter()
+        .map(|x| match x.value {
+            Value::Gauge(v) => v,
+            _ => 0.0,
+        })
+        .sum();
+    assert_eq!(per_group, 9.0);
+    // The latency histogram of the stream route counted every request.
+    let latency = samples(
+        &scrape,
+        "strand_http_request_duration_seconds",
+        &[("route", "stream")],
+    );
+    match &latency[0].value {
+        Value::Histogram(buckets) => {
+            assert_eq!(buckets.last().unwrap().count, 5.0, "{buckets:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // No durable node: no Raft or log figures.
+    assert!(samples(&scrape, "strand_raft_leader", &[]).is_empty());
+    // The append wakes the long-poll; then no live reader is left.
+    let r = s.post("/v1/stream/secret-orders").text("j").send().await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let woken = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(woken.status, StatusCode::OK);
+    let r = s.admin(Method::GET, "/metrics").send().await;
+    let scrape = parse(r.text());
+    assert_eq!(
+        value(&scrape, "strand_live_readers", &[("mode", "long-poll")]),
+        0.0
+    );
+    assert_eq!(value(&scrape, "strand_appends_total", &[]), 4.0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_readers_and_events_are_counted() {
+    let s = TestServer::start().await;
+    s.put("/v1/stream/feed").text("first").send().await;
+    let response = s.get("/v1/stream/feed?offset=-1&live=sse").open().await;
+    // Read until the first control event; the reader stays connected.
+    let mut body = response.into_body();
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        use http_body_util::BodyExt;
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Some(data) = frame.data_ref() {
+                text.push_str(std::str::from_utf8(data).unwrap());
+                if text.contains("event: control") {
+                    break;
+                }
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(text.contains("event: data"), "{text}");
+    let r = s.admin(Method::GET, "/metrics").send().await;
+    let scrape = parse(r.text());
+    assert_eq!(
+        value(&scrape, "strand_live_readers", &[("mode", "sse")]),
+        1.0
+    );
+    assert_eq!(value(&scrape, "strand_sse_events_total", &[]), 2.0);
+    drop(body);
+    let r = s.admin(Method::GET, "/metrics").send().await;
+    let scrape = parse(r.text());
+    assert!(value(&scrape, "strand_sse_events_total", &[]) >= 2.0);
+    s.stop().await;
+}
+
+/// `GET /metrics` on a durable node's admin listener, and the scrape once
+/// `pred` holds (or the last one after 20 s).
+async fn scrape_until(admin: SocketAddr, pred: impl Fn(&Scrape) -> bool) -> (String, Scrape) {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = process::request(admin, "GET", "/metrics", &[], b"")
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let text = String::from_utf8(r.body).unwrap();
+        let scrape = parse(&text);
+        if pred(&scrape) || Instant::now() >= until {
+            return (text, scrape);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_node_reports_its_log_and_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--groups",
+        "2",
+        "--data-dir",
+        &dir.path().display().to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let server = process::start_args(&args);
+    let admin = process::admin_addr(server.addr);
+    let created = process::request(server.addr, "PUT", "/v1/stream/s", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(created.status, 201);
+    for _ in 0..5 {
+        let r = process::request(
+            server.addr,
+            "POST",
+            "/v1/stream/s",
+            &[("Content-Type", "application/octet-stream".to_owned())],
+            b"12345678",
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 204);
+    }
+    let (_, scrape) = scrape_until(admin, |s| {
+        samples(s, "strand_raft_leader", &[])
+            .iter()
+            .all(|x| matches!(x.value, Value::Gauge(v) if v == 1.0))
+    })
+    .await;
+    for group in ["0", "1"] {
+        assert_eq!(
+            value(&scrape, "strand_raft_leader", &[("group", group)]),
+            1.0
+        );
+        assert!(value(&scrape, "strand_raft_term", &[("group", group)]) >= 1.0);
+        let applied = value(&scrape, "strand_raft_applied_index", &[("group", group)]);
+        let last = value(&scrape, "strand_raft_last_log_index", &[("group", group)]);
+        assert!(applied >= 1.0 && applied <= last, "{applied} {last}");
+        assert!(value(&scrape, "strand_raft_committed_index", &[("group", group)]) >= 1.0);
+    }
+    assert!(value(&scrape, "strand_log_fsyncs_total", &[]) >= 5.0);
+    assert!(value(&scrape, "strand_log_synced_proposals_total", &[]) >= 6.0);
+    assert_eq!(value(&scrape, "strand_appended_bytes_total", &[]), 40.0);
+    let fsyncs = value(&scrape, "strand_log_fsyncs_total", &[]);
+    assert_eq!(
+        value(&scrape, "strand_log_fsync_duration_seconds_count", &[]),
+        fsyncs
+    );
+    match &samples(&scrape, "strand_log_fsync_duration_seconds", &[])[0].value {
+        Value::Histogram(buckets) => {
+            let inf = buckets
+                .iter()
+                .find(|b| b.less_than == f64::INFINITY)
+                .unwrap();
+            assert_eq!(inf.count, fsyncs, "{buckets:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A single node has no peers: no replication lag, no Raft traffic.
+    assert!(samples(&scrape, "strand_raft_replication_lag_entries", &[]).is_empty());
+    assert!(samples(&scrape, "strand_raft_messages_sent_total", &[]).is_empty());
+    // The cold tier (local segments by default) reports its counters.
+    assert_eq!(value(&scrape, "strand_cold_store_failures_total", &[]), 0.0);
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_leader_reports_replication_to_its_followers() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| process::free_port()).collect();
+    let nodes: Vec<process::Server> = (1..=3)
+        .map(|id| {
+            let mut args = process::cluster_node_args(dir.path(), id, &ports);
+            args.extend(["--admin-listen".to_owned(), "127.0.0.1:0".to_owned()]);
+            process::start_args(&args)
+        })
+        .collect();
+    let admins: Vec<SocketAddr> = nodes.iter().map(|n| process::admin_addr(n.addr)).collect();
+    // Wait for a leader, then write through it so every node has entries.
+    let mut leader = None;
+    let until = Instant::now() + Duration::from_secs(30);
+    while leader.is_none() {
+        for (i, admin) in admins.iter().enumerate() {
+            let r = process::request(*admin, "GET", "/metrics", &[], b"")
+                .await
+                .unwrap();
+            let scrape = parse(&String::from_utf8_lossy(&r.body));
+            if samples(&scrape, "strand_raft_leader", &[("group", "0")])
+                .iter()
+                .any(|x| matches!(x.value, Value::Gauge(v) if v == 1.0))
+            {
+                leader = Some(i);
+            }
+        }
+        assert!(Instant::now() < until, "no leader within 30 s");
+        if leader.is_none() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let leader = leader.unwrap();
+    let addr = nodes[leader].addr;
+    let r = process::request(addr, "PUT", "/v1/stream/c", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201);
+    let r = process::request(
+        addr,
+        "POST",
+        "/v1/stream/c",
+        &[("Content-Type", "application/octet-stream".to_owned())],
+        b"xyz",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 204);
+    // The leader lists both followers; once they have every entry their
+    // lag is 0.
+    let followers: Vec<String> = (1..=3u64)
+        .filter(|id| *id != leader as u64 + 1)
+        .map(|id| id.to_string())
+        .collect();
+    let (_, scrape) = scrape_until(admins[leader], |s| {
+        followers.iter().all(|f| {
+            samples(
+                s,
+                "strand_raft_replication_lag_entries",
+                &[("group", "0"), ("follower", f)],
+            )
+            .iter()
+            .any(|x| matches!(x.value, Value::Gauge(v) if v == 0.0))
+        })
+    })
+    .await;
+    for f in &followers {
+        let labels = [("group", "0"), ("follower", f.as_str())];
+        assert_eq!(
+            value(&scrape, "strand_raft_replication_lag_entries", &labels),
+            0.0
+        );
+    }
+    assert!(value(&scrape, "strand_raft_messages_sent_total", &[]) > 0.0);
+    // Messages to peers not started yet failed; the counter is there.
+    assert!(value(&scrape, "strand_raft_messages_failed_total", &[]) >= 0.0);
+    assert!(
+        value(&scrape, "strand_raft_batched_messages_total", &[])
+            <= value(&scrape, "strand_raft_messages_sent_total", &[])
+    );
+    // A follower reports no lag of its own and follows the same term.
+    let follower = (leader + 1) % 3;
+    let (_, other) = scrape_until(admins[follower], |_| true).await;
+    assert_eq!(value(&other, "strand_raft_leader", &[("group", "0")]), 0.0);
+    assert!(samples(&other, "strand_raft_replication_lag_entries", &[]).is_empty());
+    assert_eq!(
+        value(&other, "strand_raft_term", &[("group", "0")]),
+        value(&scrape, "strand_raft_term", &[("group", "0")])
+    );
+    drop(nodes);
+}
