@@ -7,6 +7,7 @@ mod fuzz;
 mod http_conformance;
 mod loadtest;
 mod npm;
+mod prometheus;
 mod servers;
 mod tools;
 mod vendor;
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         Some("invariant") => invariant(&root, &args[1..]),
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
         Some("apps") => apps::apps(&root, &args[1..]),
+        Some("prometheus") => prometheus::prometheus(&root, &args[1..]),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -88,6 +90,10 @@ fn print_help() {
     println!("           --cluster against node 2 of a three-node loopback cluster;");
     println!("           --subscriptions adds the opt-in subscription tests, run inside a");
     println!("           loopback-only network namespace (unshare --net; refused without)");
+    println!("  {}", prometheus::USAGE.trim_start_matches("cargo xtask "));
+    println!("           a real Prometheus (Debian's package, pinned; installed when missing");
+    println!("           and root) scrapes a 3-node cluster's GET /metrics on loopback while");
+    println!("           a client appends; prints PromQL answers; not part of ci");
     println!("  apps [--server strand|node] [--only NAME] [--debug-build]");
     println!("           the protocol's ecosystem libraries (tests/apps, pinned) against");
     println!("           strand-server --memory (release; debug with --debug-build) or the");
