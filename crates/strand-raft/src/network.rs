@@ -27,7 +27,7 @@ use openraft::raft::{
 };
 
 use crate::batch::Batcher;
-use crate::http::{Http, PeerError};
+use crate::http::Http;
 use crate::stats::{Counters, NetworkStats};
 use crate::types::{NodeId, TypeConfig};
 use crate::wire::{RaftMessage, SEGMENT_PATH};
@@ -155,7 +155,9 @@ struct Transport(String);
 /// counters ([`NetworkStats`]). Cheap to clone.
 #[derive(Debug, Clone)]
 pub(crate) struct PeerClient {
-    http: Http,
+    /// The pooled client, for messages sent alone (a forwarded proposal,
+    /// a snapshot chunk).
+    pub(crate) http: Http,
     batcher: Batcher,
     counters: Arc<Counters>,
 }
@@ -171,19 +173,6 @@ impl PeerClient {
             http,
             counters,
         }
-    }
-
-    /// One POST of a message sent alone (a forwarded proposal, a
-    /// snapshot chunk): [`Http::post`].
-    pub(crate) async fn post(
-        &self,
-        addr: &str,
-        path: &str,
-        body: Vec<u8>,
-        token: Option<&str>,
-        timeout: std::time::Duration,
-    ) -> Result<Bytes, PeerError> {
-        self.http.post(addr, path, body, token, timeout).await
     }
 
     /// The node's Raft traffic so far.
@@ -259,6 +248,7 @@ impl HttpPeer {
             let path = kind.path(self.group);
             let answer = self
                 .client
+                .http
                 .post(
                     &self.addr,
                     &path,

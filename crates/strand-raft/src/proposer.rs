@@ -277,6 +277,7 @@ async fn forward_to(
     let body = rmp_serde::to_vec_named(entry).map_err(|_| Unavailable::Forwarding)?;
     let path = RaftMessage::Propose.path(group);
     let answer = client
+        .http
         .post(
             addr,
             &path,

@@ -331,94 +331,86 @@ async fn scrape(state: &AppState) -> Registry {
 fn cold_metrics(r: &mut Registry, s: &strand_cold::ColdStats) {
     use std::sync::atomic::Ordering::Relaxed;
     let c = |v: &std::sync::atomic::AtomicU64| v.load(Relaxed);
-    counter(
-        r,
-        "cold_uploads",
-        "Objects uploaded to the cold tier",
-        c(&s.uploads),
-    );
-    counter(
-        r,
-        "cold_uploaded_bytes",
-        "Bytes uploaded to the cold tier",
-        c(&s.uploaded_bytes),
-    );
-    counter(
-        r,
-        "cold_flushed_bytes",
-        "Stream bytes whose flush to the cold tier committed",
-        c(&s.flushed_bytes),
-    );
-    counter(
-        r,
-        "cold_reads",
-        "Reads served from the cold tier",
-        c(&s.cold_reads),
-    );
-    counter(
-        r,
-        "cold_read_bytes",
-        "Bytes served from the cold tier",
-        c(&s.cold_read_bytes),
-    );
-    counter(
-        r,
-        "cold_store_failures",
-        "Failed uploads, deletes, lists and reads of the cold store",
-        c(&s.store_errors),
-    );
+    let counters = [
+        (
+            "cold_uploads",
+            "Objects uploaded to the cold tier",
+            c(&s.uploads),
+        ),
+        (
+            "cold_uploaded_bytes",
+            "Bytes uploaded to the cold tier",
+            c(&s.uploaded_bytes),
+        ),
+        (
+            "cold_flushed_bytes",
+            "Stream bytes whose flush to the cold tier committed",
+            c(&s.flushed_bytes),
+        ),
+        (
+            "cold_reads",
+            "Reads served from the cold tier",
+            c(&s.cold_reads),
+        ),
+        (
+            "cold_read_bytes",
+            "Bytes served from the cold tier",
+            c(&s.cold_read_bytes),
+        ),
+        (
+            "cold_store_failures",
+            "Failed uploads, deletes, lists and reads of the cold store",
+            c(&s.store_errors),
+        ),
+        (
+            "cold_gc_deleted",
+            "Objects deleted by the cold tier's GC",
+            c(&s.gc_deleted),
+        ),
+    ];
+    for (name, help, value) in counters {
+        counter(r, name, help, value);
+    }
     gauge(
         r,
         "cold_consecutive_failures",
         "Cold store failures in a row (0 after a success)",
         c(&s.consecutive_failures),
     );
-    counter(
-        r,
-        "cold_gc_deleted",
-        "Objects deleted by the cold tier's GC",
-        c(&s.gc_deleted),
-    );
 }
 
 fn raft_metrics(r: &mut Registry, raft: &strand_raft::RaftNode) {
     let groups = raft.metrics();
-    let each = |f: &dyn Fn(&strand_raft::RaftGroupMetrics) -> Option<u64>| {
-        groups
+    type Figure = fn(&strand_raft::RaftGroupMetrics) -> Option<u64>;
+    let per_group: [(&str, &str, Figure); 5] = [
+        (
+            "raft_leader",
+            "1 where this node leads the group, else 0",
+            |g| Some(u64::from(g.leader)),
+        ),
+        ("raft_term", "The group's current term", |g| Some(g.term)),
+        (
+            "raft_applied_index",
+            "The log index of the group's last applied entry",
+            |g| g.applied_index,
+        ),
+        (
+            "raft_committed_index",
+            "The log index of the group's last entry known committed",
+            |g| g.committed_index,
+        ),
+        (
+            "raft_last_log_index",
+            "The last log index this node holds for the group",
+            |g| g.last_log_index,
+        ),
+    ];
+    for (name, help, figure) in per_group {
+        let values = groups
             .iter()
-            .filter_map(|g| f(g).map(|v| (g.group, v)))
-            .collect::<Vec<_>>()
-    };
-    group_gauges(
-        r,
-        "raft_leader",
-        "1 where this node leads the group, else 0",
-        each(&|g| Some(u64::from(g.leader))),
-    );
-    group_gauges(
-        r,
-        "raft_term",
-        "The group's current term",
-        each(&|g| Some(g.term)),
-    );
-    group_gauges(
-        r,
-        "raft_applied_index",
-        "The log index of the group's last applied entry",
-        each(&|g| g.applied_index),
-    );
-    group_gauges(
-        r,
-        "raft_committed_index",
-        "The log index of the group's last entry known committed",
-        each(&|g| g.committed_index),
-    );
-    group_gauges(
-        r,
-        "raft_last_log_index",
-        "The last log index this node holds for the group",
-        each(&|g| g.last_log_index),
-    );
+            .filter_map(|g| figure(g).map(|v| (g.group, v)));
+        group_gauges(r, name, help, values);
+    }
     let lag = Family::<FollowerLabels, Gauge>::default();
     for g in &groups {
         for (follower, entries) in &g.follower_lag {
@@ -461,27 +453,29 @@ fn raft_metrics(r: &mut Registry, raft: &strand_raft::RaftNode) {
         strand_raft::LogStats::default(),
         strand_raft::LogStats::combined,
     );
-    counter(r, "log_writes", "Batches the log writers wrote", log.writes);
-    counter(
-        r,
-        "log_written_bytes",
-        "Bytes the log writers wrote",
-        log.bytes,
-    );
-    counter(r, "log_entries", "Log entries written", log.entries);
-    counter(
-        r,
-        "log_proposals",
-        "Proposals (appends and other writes) the written entries held",
-        log.proposals,
-    );
-    counter(r, "log_fsyncs", "fsyncs of the logs", log.fsyncs);
-    counter(
-        r,
-        "log_synced_proposals",
-        "Proposals made durable by those fsyncs (per fsync: rate of this over rate of strand_log_fsyncs_total)",
-        log.synced_proposals,
-    );
+    let log_counters = [
+        ("log_writes", "Batches the log writers wrote", log.writes),
+        (
+            "log_written_bytes",
+            "Bytes the log writers wrote",
+            log.bytes,
+        ),
+        ("log_entries", "Log entries written", log.entries),
+        (
+            "log_proposals",
+            "Proposals (appends and other writes) the written entries held",
+            log.proposals,
+        ),
+        ("log_fsyncs", "fsyncs of the logs", log.fsyncs),
+        (
+            "log_synced_proposals",
+            "Proposals made durable by those fsyncs (per fsync: its increase over strand_log_fsyncs_total's)",
+            log.synced_proposals,
+        ),
+    ];
+    for (name, help, value) in log_counters {
+        counter(r, name, help, value);
+    }
     let fsyncs = groups.iter().map(|g| g.fsyncs).fold(
         strand_raft::FsyncHistogram::default(),
         strand_raft::FsyncHistogram::combined,
@@ -492,36 +486,36 @@ fn raft_metrics(r: &mut Registry, raft: &strand_raft::RaftNode) {
         FsyncSeconds(fsyncs),
     );
     if let Some(n) = raft.network_stats() {
-        counter(
-            r,
-            "raft_messages_sent",
-            "Raft messages sent to peers",
-            n.raft_messages_sent,
-        );
-        counter(
-            r,
-            "raft_requests_sent",
-            "HTTP requests that carried Raft messages",
-            n.raft_requests_sent,
-        );
-        counter(
-            r,
-            "raft_batches_sent",
-            "Batches of Raft messages sent",
-            n.raft_batches_sent,
-        );
-        counter(
-            r,
-            "raft_batched_messages",
-            "Raft messages sent in batches",
-            n.raft_batched_messages,
-        );
-        counter(
-            r,
-            "raft_messages_failed",
-            "Raft messages that got no answer",
-            n.raft_messages_failed,
-        );
+        let network = [
+            (
+                "raft_messages_sent",
+                "Raft messages sent to peers",
+                n.raft_messages_sent,
+            ),
+            (
+                "raft_requests_sent",
+                "HTTP requests that carried Raft messages",
+                n.raft_requests_sent,
+            ),
+            (
+                "raft_batches_sent",
+                "Batches of Raft messages sent",
+                n.raft_batches_sent,
+            ),
+            (
+                "raft_batched_messages",
+                "Raft messages sent in batches",
+                n.raft_batched_messages,
+            ),
+            (
+                "raft_messages_failed",
+                "Raft messages that got no answer",
+                n.raft_messages_failed,
+            ),
+        ];
+        for (name, help, value) in network {
+            counter(r, name, help, value);
+        }
     }
 }
 
