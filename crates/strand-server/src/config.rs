@@ -7,6 +7,10 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
+mod file;
+
+pub use file::{KEYS, Key, Kind, LoadError, Loaded, load};
+
 /// strand-server: the Durable Streams HTTP protocol on strand's state
 /// machine, durable on disk (`./strand-data` or `--data-dir`) or in memory
 /// (`--memory`).
@@ -21,6 +25,15 @@ pub struct Cli {
     /// Serve (the default) with this configuration.
     #[command(flatten)]
     pub config: Config,
+    /// Read settings from this TOML file (every flag has a key; see
+    /// `docs/strand.example.toml`). Flags and `STRAND_*` environment
+    /// variables override it; an unknown key is refused.
+    #[arg(long = "config", value_name = "FILE", env = "STRAND_CONFIG")]
+    pub config_file: Option<PathBuf>,
+    /// Print the effective configuration (flags over environment over
+    /// `--config` file over defaults) as TOML, secrets redacted, and exit.
+    #[arg(long)]
+    pub print_config: bool,
     /// Or run a tool instead of serving.
     #[command(subcommand)]
     pub command: Option<Command>,
