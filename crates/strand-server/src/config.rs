@@ -4,7 +4,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::BoolishValueParser;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+mod file;
+
+pub use file::{KEYS, Key, Kind, LoadError, Loaded, load};
 
 /// strand-server: the Durable Streams HTTP protocol on strand's state
 /// machine, durable on disk (`./strand-data` or `--data-dir`) or in memory
@@ -20,6 +25,15 @@ pub struct Cli {
     /// Serve (the default) with this configuration.
     #[command(flatten)]
     pub config: Config,
+    /// Read settings from this TOML file (every flag has a key; see
+    /// `docs/strand.example.toml`). Flags and `STRAND_*` environment
+    /// variables override it; an unknown key is refused.
+    #[arg(long = "config", value_name = "FILE", env = "STRAND_CONFIG")]
+    pub config_file: Option<PathBuf>,
+    /// Print the effective configuration (flags over environment over
+    /// `--config` file over defaults) as TOML, secrets redacted, and exit.
+    #[arg(long)]
+    pub print_config: bool,
     /// Or run a tool instead of serving.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -56,14 +70,14 @@ pub struct TokenArgs {
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     /// Address to listen on (loopback by default).
-    #[arg(long, default_value = "127.0.0.1:4437")]
+    #[arg(long, env = "STRAND_LISTEN", default_value = "127.0.0.1:4437")]
     pub listen: SocketAddr,
     /// How long an idle long-poll (or an SSE response between keep-alive
     /// controls) waits for data, in milliseconds.
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(long, env = "STRAND_LONG_POLL_TIMEOUT_MS", default_value_t = 30_000)]
     pub long_poll_timeout_ms: u64,
     /// The bucket that `/v1/stream/{name}` streams live in.
-    #[arg(long, default_value = "default")]
+    #[arg(long, env = "STRAND_DEFAULT_BUCKET", default_value = "default")]
     pub default_bucket: String,
     /// Threads that run the server's tasks; 0 = one per CPU this process
     /// may use. With one, the server runs every task on a single thread in
@@ -71,108 +85,118 @@ pub struct Config {
     /// work-stealing scheduler parks the tasks that overflow its 256-slot
     /// queue where they wait many turns, which gave about 1 % of requests
     /// 65 ms of latency under load on one CPU.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, env = "STRAND_WORKER_THREADS", default_value_t = 0)]
     pub worker_threads: usize,
     /// Number of groups (state machines, one owner task each).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, env = "STRAND_GROUPS", default_value_t = 4)]
     pub groups: usize,
     /// Largest request body accepted, in bytes (larger ones get 413).
-    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    #[arg(long, env = "STRAND_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
     /// Largest catch-up response page, in bytes (JSON pages grow to hold at
     /// least one whole value).
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    #[arg(long, env = "STRAND_MAX_READ_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_read_bytes: usize,
     /// Live readers (long-poll and SSE) parked at once on this node; more
     /// get 503.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, env = "STRAND_MAX_LIVE_READERS", default_value_t = 10_000)]
     pub max_live_readers: usize,
     /// Requests a group's queue holds before writes get 503.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, env = "STRAND_GROUP_QUEUE_DEPTH", default_value_t = 4096)]
     pub group_queue_depth: usize,
     /// Turn on authentication with HS256 tokens signed with this shared
     /// secret (every route but `GET /__strand/health` then needs a token).
-    #[arg(long)]
+    #[arg(long, env = "STRAND_AUTH_SECRET_FILE")]
     pub auth_secret_file: Option<PathBuf>,
     /// Turn on authentication with EdDSA / RS256 tokens checked against the
     /// public keys of this JWKS file.
-    #[arg(long)]
+    #[arg(long, env = "STRAND_AUTH_JWKS_FILE")]
     pub auth_jwks_file: Option<PathBuf>,
     /// Serve TLS with this certificate chain (PEM); needs `--tls-key`.
     /// HTTP/2 and HTTP/1.1 are offered by ALPN.
-    #[arg(long)]
+    #[arg(long, env = "STRAND_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
     /// The private key of `--tls-cert` (PEM).
-    #[arg(long)]
+    #[arg(long, env = "STRAND_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
     /// Require client certificates signed by this CA (PEM).
-    #[arg(long)]
+    #[arg(long, env = "STRAND_TLS_CLIENT_CA")]
     pub tls_client_ca: Option<PathBuf>,
     /// Most concurrent connections; further ones are closed at once (and
     /// the refusals logged, at most once a second).
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, env = "STRAND_MAX_CONNECTIONS", default_value_t = 20_000)]
     pub max_connections: usize,
     /// A request head must arrive whole within this many milliseconds of
     /// its first byte, or the connection is closed.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "STRAND_REQUEST_HEAD_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub request_head_timeout_ms: u64,
     /// A request body may pause this many milliseconds between bytes
     /// before the connection is closed (an upload that keeps making
     /// progress is never cut).
-    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "STRAND_BODY_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_ms: u64,
     /// A response write may wait this many milliseconds for the client to
     /// read before the connection is closed.
-    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "STRAND_SEND_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub send_timeout_ms: u64,
     /// A connection with no request in progress is closed after this many
     /// milliseconds (a long-poll or SSE response in progress is not idle).
-    #[arg(long, default_value_t = 90_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "STRAND_IDLE_TIMEOUT_MS", default_value_t = 90_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout_ms: u64,
     /// The URL clients reach this server at, when a proxy stands between
     /// them (`https://streams.example.com`, optionally with a path
     /// prefix): `Location` headers are built from it instead of the
     /// request's host.
-    #[arg(long, value_parser = parse_public_url)]
+    #[arg(
+        long,
+        env = "STRAND_PUBLIC_URL",
+        hide_env_values = true,
+        value_parser = parse_public_url
+    )]
     pub public_url: Option<String>,
     /// Serve the operator routes (`/__strand/purge`, `quota`, `usage`,
     /// `cold`) on this second address as well. Without authentication it
     /// must be a loopback address, and it is the only place they are
     /// served; with authentication they need a token with the admin right
     /// on either listener.
-    #[arg(long)]
+    #[arg(long, env = "STRAND_ADMIN_LISTEN")]
     pub admin_listen: Option<SocketAddr>,
     /// Serve a non-loopback address without authentication, deliberately
     /// (silences the startup warning).
-    #[arg(long)]
+    #[arg(long, env = "STRAND_ALLOW_UNAUTHENTICATED", value_parser = BoolishValueParser::new())]
     pub allow_unauthenticated: bool,
     /// Requests per second one token (subject) may make, with a burst of
     /// as many; more get 429 with `Retry-After`. 0 = no limit. Applies
     /// with authentication on.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, env = "STRAND_RATE_LIMIT_PER_TOKEN", default_value_t = 0)]
     pub rate_limit_per_token: u64,
     /// Concurrent live readers (long-poll, SSE) one token may hold; more
     /// get 429. 0 = no limit. Applies with authentication on.
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(
+        long,
+        env = "STRAND_MAX_LIVE_READERS_PER_TOKEN",
+        default_value_t = 1_000
+    )]
     pub max_live_readers_per_token: usize,
-    /// An origin browsers may read responses from (repeatable; `*` for
-    /// any). Default: any origin on a loopback bind, none elsewhere.
-    #[arg(long)]
+    /// An origin browsers may read responses from (repeatable, or
+    /// comma-separated; `*` for any). Default: any origin on a loopback
+    /// bind, none elsewhere.
+    #[arg(long, env = "STRAND_CORS_ORIGIN", value_delimiter = ',')]
     pub cors_origin: Vec<String>,
     /// Longest an SSE response stays open, in milliseconds; clients resume
     /// from the last control event's offset.
-    #[arg(long, default_value_t = 300_000)]
+    #[arg(long, env = "STRAND_SSE_MAX_DURATION_MS", default_value_t = 300_000)]
     pub sse_max_duration_ms: u64,
     /// Keep the cold tier in this directory (the local filesystem
     /// backend): the flush workers move hot bytes there and reads fetch
     /// them back.
-    #[arg(long, conflicts_with = "cold_url")]
+    #[arg(long, env = "STRAND_COLD_DIR", conflicts_with = "cold_url")]
     pub cold_dir: Option<PathBuf>,
     /// Keep the cold tier in S3: `s3://bucket/prefix`, with credentials,
     /// region and endpoint from the usual AWS environment variables
     /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
     /// `AWS_ENDPOINT_URL`).
-    #[arg(long)]
+    #[arg(long, env = "STRAND_COLD_URL", hide_env_values = true)]
     pub cold_url: Option<String>,
     /// The node's hot-memory limit in bytes: above half of it the flush
     /// workers flush whatever the planner offers; a write that would pass
@@ -181,97 +205,109 @@ pub struct Config {
     /// its older bytes in the data directory's `segments/`, each node of
     /// a cluster its own copy, unless `--cold-dir` or `--cold-url` says
     /// otherwise).
-    #[arg(long)]
+    #[arg(long, env = "STRAND_MAX_HOT_BYTES")]
     pub max_hot_bytes: Option<u64>,
     /// Each group's hot-memory limit in bytes: above half of it the
     /// group's flush worker flushes whatever the planner offers; a write
     /// to the group that would pass it gets 503 with `Retry-After: 1`, a
     /// body larger than it 413. Needs a cold tier.
-    #[arg(long)]
+    #[arg(long, env = "STRAND_MAX_GROUP_HOT_BYTES")]
     pub max_group_hot_bytes: Option<u64>,
     /// A group flushes on its own once its hot bytes reach this many.
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    #[arg(long, env = "STRAND_COLD_FLUSH_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub cold_flush_bytes: usize,
     /// Below the memory-pressure mark a stream's bytes join such a flush
     /// only once it holds this many (at most `--cold-flush-bytes`), so
     /// slowly growing streams leave memory in large pieces.
-    #[arg(long, default_value_t = 64 * 1024)]
+    #[arg(long, env = "STRAND_COLD_PIECE_BYTES", default_value_t = 64 * 1024)]
     pub cold_piece_bytes: usize,
     /// Largest piece of one stream in one flush, in bytes.
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    #[arg(long, env = "STRAND_COLD_CHUNK_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub cold_chunk_bytes: usize,
     /// Largest flush upload (one object; several small streams share a
     /// pack), in bytes.
-    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    #[arg(long, env = "STRAND_COLD_PACK_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub cold_pack_bytes: usize,
     /// How often each group looks for flush work, in milliseconds.
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, env = "STRAND_COLD_FLUSH_INTERVAL_MS", default_value_t = 1_000)]
     pub cold_flush_interval_ms: u64,
     /// How often each group reads its cold GC queue, in milliseconds.
-    #[arg(long, default_value_t = 5_000)]
+    #[arg(long, env = "STRAND_COLD_GC_INTERVAL_MS", default_value_t = 5_000)]
     pub cold_gc_interval_ms: u64,
     /// How often each group lists its objects for orphans, in
     /// milliseconds.
-    #[arg(long, default_value_t = 600_000)]
+    #[arg(long, env = "STRAND_COLD_SWEEP_INTERVAL_MS", default_value_t = 600_000)]
     pub cold_sweep_interval_ms: u64,
     /// An unreferenced object younger than this (in milliseconds) is not
     /// an orphan yet.
-    #[arg(long, default_value_t = 3_600_000)]
+    #[arg(long, env = "STRAND_COLD_ORPHAN_GRACE_MS", default_value_t = 3_600_000)]
     pub cold_orphan_grace_ms: u64,
     /// How often each group of a cluster node checks that its own
     /// `segments/` holds every object its state names, fetching what it
     /// lacks from a peer, in milliseconds (it also checks after each
     /// snapshot install).
-    #[arg(long, default_value_t = 60_000)]
+    #[arg(long, env = "STRAND_COLD_REPAIR_INTERVAL_MS", default_value_t = 60_000)]
     pub cold_repair_interval_ms: u64,
     /// Keep every group durable in this directory (created if missing): a
     /// Raft group per group (openraft), its log and snapshots on disk,
     /// recovered at start. Default: `./strand-data`, unless `--memory`.
-    #[arg(long)]
+    #[arg(long, env = "STRAND_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// Keep everything in memory instead of a data directory: nothing
     /// survives the process (tests, benchmarks, throwaway servers).
-    #[arg(long, conflicts_with = "data_dir")]
+    #[arg(
+        long,
+        env = "STRAND_MEMORY",
+        value_parser = BoolishValueParser::new(),
+        conflicts_with = "data_dir"
+    )]
     pub memory: bool,
     /// When the log is synced to disk (with `--data-dir`): `always` (a
     /// write is acknowledged only after its log record is fsynced; many
     /// writes share one fsync) or `never` (UNSAFE: acknowledged writes can
     /// be lost when the machine crashes; for benchmarks only).
-    #[arg(long, value_enum, default_value_t = FsyncMode::Always)]
+    #[arg(long, env = "STRAND_FSYNC", value_enum, default_value_t = FsyncMode::Always)]
     pub fsync: FsyncMode,
     /// Free bytes kept on the data directory's filesystem: writes get 507
     /// while it holds fewer (reads, deletes and everything else go on), and
     /// the segment store leaves half of it to the Raft log, which stops its
     /// group if it cannot write. 0 turns the reserve off.
-    #[arg(long, default_value_t = DEFAULT_MIN_FREE_DISK_BYTES)]
+    #[arg(long, env = "STRAND_MIN_FREE_DISK_BYTES", default_value_t = DEFAULT_MIN_FREE_DISK_BYTES)]
     pub min_free_disk_bytes: u64,
     /// Log entries between a group's snapshots (with `--data-dir`); the
     /// log is purged up to each snapshot.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, env = "STRAND_SNAPSHOT_EVERY", default_value_t = 20_000)]
     pub snapshot_every: u64,
     /// A group also snapshots once the entries it applied since its last
     /// snapshot hold this many bytes of log records, however few entries
     /// that is (with `--data-dir`); the log then keeps at most half as
     /// many bytes behind the snapshot.
-    #[arg(long, default_value_t = strand_raft::DEFAULT_SNAPSHOT_LOG_BYTES,
+    #[arg(long, env = "STRAND_SNAPSHOT_LOG_BYTES", default_value_t = strand_raft::DEFAULT_SNAPSHOT_LOG_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub snapshot_log_bytes: u64,
     /// The chunk size, in bytes, a leader sends a group's snapshot to a
     /// follower in (one Raft RPC each, read from the snapshot's file);
     /// 256 B to 64 MiB.
-    #[arg(long, default_value_t = strand_raft::DEFAULT_SNAPSHOT_CHUNK_BYTES,
+    #[arg(long, env = "STRAND_SNAPSHOT_CHUNK_BYTES", default_value_t = strand_raft::DEFAULT_SNAPSHOT_CHUNK_BYTES,
           value_parser = clap::value_parser!(u64).range(256..=strand_raft::MAX_SNAPSHOT_CHUNK_BYTES))]
     pub snapshot_chunk_bytes: u64,
     /// This node's id in a cluster (with `--data-dir` and `--peer`).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "STRAND_NODE_ID", default_value_t = 1)]
     pub node_id: u64,
     /// A cluster member, `ID=http://HOST:PORT` (its HTTP listen address),
-    /// repeated for every member including this node (with `--data-dir`).
+    /// repeated (or comma-separated) for every member including this node
+    /// (with `--data-dir`).
     /// Raft traffic between nodes goes over the same listener under
     /// `/__strand/raft/`.
     /// Each node sends to the addresses of its own list, so nodes may
     /// reach one another through different addresses (a proxy).
-    #[arg(long = "peer", value_parser = parse_peer)]
+    #[arg(
+        long = "peer",
+        env = "STRAND_PEER",
+        hide_env_values = true,
+        value_delimiter = ',',
+        value_parser = parse_peer
+    )]
     pub peers: Vec<(u64, String)>,
     /// The cluster's shared secret: a file holding one token of at least
     /// 16 printable ASCII characters (surrounding whitespace ignored),
@@ -280,12 +316,17 @@ pub struct Config {
     /// `/__strand/raft/` requests without it (401) or with another (403),
     /// whether client authentication is on or off. Required for `--peer`
     /// with authentication on.
-    #[arg(long)]
+    #[arg(long, env = "STRAND_CLUSTER_TOKEN_FILE")]
     pub cluster_token_file: Option<PathBuf>,
     /// Webhook targets in this CIDR are allowed even though they are not
-    /// public (repeatable). Without it only publicly routable addresses
-    /// are.
-    #[arg(long = "webhook-allow", value_parser = parse_cidr)]
+    /// public (repeatable, or comma-separated). Without it only publicly
+    /// routable addresses are.
+    #[arg(
+        long = "webhook-allow",
+        env = "STRAND_WEBHOOK_ALLOW",
+        value_delimiter = ',',
+        value_parser = parse_cidr
+    )]
     pub webhook_allow: Vec<ipnet::IpNet>,
 }
 
@@ -359,9 +400,16 @@ pub enum FsyncMode {
 }
 
 impl Config {
-    /// A configuration with every default, listening on `listen`.
+    /// A configuration with every default, listening on `listen`: no
+    /// `STRAND_*` environment variable and no file applies.
     pub fn for_listen(listen: SocketAddr) -> Self {
-        let mut config = Cli::parse_from(["strand-server"]).config;
+        let matches = Cli::command()
+            .mut_args(|arg| arg.env(None))
+            .get_matches_from(["strand-server"]);
+        let mut config = match Cli::from_arg_matches(&matches) {
+            Ok(cli) => cli.config,
+            Err(e) => e.exit(),
+        };
         config.listen = listen;
         config
     }

@@ -1,10 +1,11 @@
-//! The `strand-server` binary: parse the command line, bind, serve until
-//! SIGINT or SIGTERM.
+//! The `strand-server` binary: read the configuration (flags, `STRAND_*`
+//! environment variables, `--config FILE`), bind, serve until SIGINT or
+//! SIGTERM; or print the configuration (`--print-config`), or a token.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use strand_server::{Cli, Command, Config};
+use strand_server::config::LoadError;
+use strand_server::{Command, Config};
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of the system allocator: under load the server makes a
@@ -42,7 +43,19 @@ fn return_freed_memory_at_once() {
 
 fn main() -> ExitCode {
     return_freed_memory_at_once();
-    let cli = Cli::parse();
+    let loaded = match strand_server::config::load(std::env::args_os()) {
+        Ok(loaded) => loaded,
+        Err(LoadError::Clap(e)) => e.exit(),
+        Err(LoadError::File(e)) => {
+            eprintln!("strand-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if loaded.cli.print_config {
+        print!("{}", loaded.print_config());
+        return ExitCode::SUCCESS;
+    }
+    let cli = loaded.cli;
     if let Some(Command::Token(args)) = cli.command {
         return token(&args);
     }

@@ -14,6 +14,7 @@ mod cluster_segments;
 mod cold;
 mod cold_durable;
 mod cold_s3;
+mod config;
 mod faults;
 mod forks;
 mod invariant;
