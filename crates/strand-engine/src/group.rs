@@ -87,6 +87,9 @@ pub(crate) enum Op {
     },
     /// A read-only query of the machine.
     Query(Query),
+    /// How many readers are parked in the group now
+    /// ([`crate::Engine::parked_waiters`]).
+    Parked(oneshot::Sender<usize>),
 }
 
 /// What a group answers a read with: the read, or (for a fork, below its
@@ -507,6 +510,9 @@ impl GroupCore {
                 Reply::Transaction(reply),
             ),
             Op::Query(query) => query(&self.machine),
+            Op::Parked(reply) => {
+                let _ = reply.send(self.waiters.parked());
+            }
         }
     }
 
