@@ -1,10 +1,11 @@
-//! A real server on an ephemeral loopback port, a manual clock, and a
-//! small HTTP/1.1 client for the integration tests.
+//! A real server on an ephemeral loopback port, a manual clock, a small
+//! HTTP/1.1 client, and [`eventually`], the one way the integration tests
+//! wait for what another task or process does.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -117,6 +118,40 @@ impl TestServer {
     }
     pub fn delete(&self, path: &str) -> Req {
         self.req(Method::DELETE, path)
+    }
+
+    /// Waits until exactly `n` live readers (long-polls, SSE sessions) are
+    /// parked in the engine: what a test waits for before it appends,
+    /// closes or stops under them.
+    pub async fn parked(&self, n: usize) {
+        eventually(
+            &format!("{n} parked live readers"),
+            Duration::from_secs(10),
+            async || (self.engine.parked_waiters().await.unwrap() == n).then_some(()),
+        )
+        .await;
+    }
+}
+
+/// Polls `check` until it answers `Some`, and returns that: how a test
+/// waits for something another task or process does, instead of sleeping.
+/// Polls at once, then every few milliseconds (up to 20 ms apart); panics
+/// naming `what` once `deadline` has passed (keep it generous: tests share
+/// a loaded machine).
+pub async fn eventually<T>(
+    what: &str,
+    deadline: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let until = Instant::now() + deadline;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Some(done) = check().await {
+            return done;
+        }
+        assert!(Instant::now() < until, "not within {deadline:?}: {what}");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
 
