@@ -10,7 +10,7 @@ use strand_engine::Engine;
 
 /// Polls `check` until it answers `Some`, and returns that: how a test
 /// waits for something another task does, instead of sleeping. Polls at
-/// once, then every few milliseconds (up to 20 ms apart); panics naming
+/// once, then every millisecond for 20 ms, then every 20 ms; panics naming
 /// `what` once `deadline` has passed (keep it generous: tests share a
 /// loaded machine).
 pub(crate) async fn eventually<T>(
@@ -18,15 +18,21 @@ pub(crate) async fn eventually<T>(
     deadline: Duration,
     mut check: impl AsyncFnMut() -> Option<T>,
 ) -> T {
-    let until = Instant::now() + deadline;
-    let mut pause = Duration::from_millis(1);
+    let started = Instant::now();
     loop {
         if let Some(done) = check().await {
             return done;
         }
-        assert!(Instant::now() < until, "not within {deadline:?}: {what}");
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(20));
+        let waited = started.elapsed();
+        assert!(waited < deadline, "not within {deadline:?}: {what}");
+        // Quick polls for what is about to happen, fewer for what takes
+        // longer (a flush, an election).
+        let pause = if waited < Duration::from_millis(20) {
+            1
+        } else {
+            20
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }
 

@@ -16,25 +16,28 @@ use strand_raft::{DurableOptions, Fsync, LogError, LogStore, group_dir, start_du
 
 /// Polls `check` until it answers `Some`, and returns that: how a test
 /// waits for what the node does in the background, instead of sleeping.
-/// Polls at once, then every few milliseconds (up to 20 ms apart); panics
+/// Polls at once, then every millisecond for 20 ms, then every 20 ms; panics
 /// naming `what` once `deadline` has passed.
 async fn eventually<T>(
     what: &str,
     deadline: Duration,
     mut check: impl AsyncFnMut() -> Option<T>,
 ) -> T {
-    let until = std::time::Instant::now() + deadline;
-    let mut pause = Duration::from_millis(1);
+    let started = std::time::Instant::now();
     loop {
         if let Some(done) = check().await {
             return done;
         }
-        assert!(
-            std::time::Instant::now() < until,
-            "not within {deadline:?}: {what}"
-        );
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(20));
+        let waited = started.elapsed();
+        assert!(waited < deadline, "not within {deadline:?}: {what}");
+        // Quick polls for what is about to happen, fewer for what takes
+        // longer (a flush, an election).
+        let pause = if waited < Duration::from_millis(20) {
+            1
+        } else {
+            20
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }
 
