@@ -123,7 +123,7 @@ async fn settle(e: &Engine) {
     crate::eventually(
         "the janitor delivers every unpin",
         Duration::from_secs(10),
-        async || {
+        || async {
             for g in 0..e.group_count() {
                 if e.query_group(g, |m| m.has_pending_fork_unpins())
                     .await

@@ -13,11 +13,14 @@ use strand_engine::Engine;
 /// once, then every millisecond for 20 ms, then every 20 ms; panics naming
 /// `what` once `deadline` has passed (keep it generous: tests share a
 /// loaded machine).
-pub(crate) async fn eventually<T>(
+pub(crate) async fn eventually<T, F>(
     what: &str,
     deadline: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
+    mut check: impl FnMut() -> F,
+) -> T
+where
+    F: Future<Output = Option<T>>,
+{
     let started = Instant::now();
     loop {
         if let Some(done) = check().await {
@@ -41,7 +44,7 @@ pub(crate) async fn parked(engine: &Engine, n: usize) {
     eventually(
         &format!("{n} parked readers"),
         Duration::from_secs(10),
-        async || (engine.parked_waiters().await.expect("the engine runs") == n).then_some(()),
+        || async { (engine.parked_waiters().await.expect("the engine runs") == n).then_some(()) },
     )
     .await;
 }

@@ -18,11 +18,10 @@ use strand_raft::{DurableOptions, Fsync, LogError, LogStore, group_dir, start_du
 /// waits for what the node does in the background, instead of sleeping.
 /// Polls at once, then every millisecond for 20 ms, then every 20 ms; panics
 /// naming `what` once `deadline` has passed.
-async fn eventually<T>(
-    what: &str,
-    deadline: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
+async fn eventually<T, F>(what: &str, deadline: Duration, mut check: impl FnMut() -> F) -> T
+where
+    F: Future<Output = Option<T>>,
+{
     let started = std::time::Instant::now();
     loop {
         if let Some(done) = check().await {
@@ -445,7 +444,7 @@ async fn large_appends_snapshot_by_bytes_and_purge_the_log_by_bytes() {
     let snapshot = eventually(
         "a snapshot and a purge by bytes",
         Duration::from_secs(30),
-        async || {
+        || async {
             let status = e.group_status().into_iter().find(|s| s.group == group);
             let snapshot = status.and_then(|s| s.snapshot).unwrap_or_default();
             (snapshot.built >= 1 && holds_a_purge(&seg)).then_some(snapshot)

@@ -183,7 +183,7 @@ async fn live_reads_through_a_chain_and_a_deleted_middle() {
     common::eventually(
         "the soft-deleted middle is removed",
         std::time::Duration::from_secs(10),
-        async || (s.head("/acme/b").send().await.status == StatusCode::NOT_FOUND).then_some(()),
+        || async { (s.head("/acme/b").send().await.status == StatusCode::NOT_FOUND).then_some(()) },
     )
     .await;
     s.stop().await;

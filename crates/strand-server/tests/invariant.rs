@@ -620,7 +620,7 @@ async fn engine_state(s: &TestServer, views: &mut [View]) -> BTreeMap<String, St
 /// soft-deleted source, a change that belongs to what removed the fork,
 /// not to the next request.
 async fn settle(s: &TestServer) {
-    let pending = async || {
+    let pending = || async {
         for group in 0..s.engine.group_count() {
             if s.engine
                 .query_group(group, |m| !m.pending_fork_unpins(1).is_empty())
@@ -637,7 +637,7 @@ async fn settle(s: &TestServer) {
     common::eventually(
         "no fork unpins pending",
         Duration::from_secs(10),
-        async || {
+        || async {
             if pending().await {
                 return None;
             }

@@ -127,7 +127,7 @@ impl TestServer {
         eventually(
             &format!("{n} parked live readers"),
             Duration::from_secs(10),
-            async || (self.engine.parked_waiters().await.unwrap() == n).then_some(()),
+            || async { (self.engine.parked_waiters().await.unwrap() == n).then_some(()) },
         )
         .await;
     }
@@ -138,11 +138,10 @@ impl TestServer {
 /// Polls at once, then every millisecond for 20 ms, then every 20 ms; panics
 /// naming `what` once `deadline` has passed (keep it generous: tests share
 /// a loaded machine).
-pub async fn eventually<T>(
-    what: &str,
-    deadline: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
+pub async fn eventually<T, F>(what: &str, deadline: Duration, mut check: impl FnMut() -> F) -> T
+where
+    F: Future<Output = Option<T>>,
+{
     let started = Instant::now();
     loop {
         if let Some(done) = check().await {
