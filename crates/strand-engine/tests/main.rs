@@ -10,7 +10,7 @@ use strand_engine::Engine;
 
 /// Polls `check` until it answers `Some`, and returns that: how a test
 /// waits for something another task does, instead of sleeping. Polls at
-/// once, then every millisecond for 20 ms, then every 20 ms; panics naming
+/// once, then every millisecond for 20 ms, then every 10 ms; panics naming
 /// `what` once `deadline` has passed (keep it generous: tests share a
 /// loaded machine).
 pub(crate) async fn eventually<T, F>(
@@ -33,7 +33,7 @@ where
         let pause = if waited < Duration::from_millis(20) {
             1
         } else {
-            20
+            10
         };
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }

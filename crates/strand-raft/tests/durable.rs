@@ -16,7 +16,7 @@ use strand_raft::{DurableOptions, Fsync, LogError, LogStore, group_dir, start_du
 
 /// Polls `check` until it answers `Some`, and returns that: how a test
 /// waits for what the node does in the background, instead of sleeping.
-/// Polls at once, then every millisecond for 20 ms, then every 20 ms; panics
+/// Polls at once, then every millisecond for 20 ms, then every 10 ms; panics
 /// naming `what` once `deadline` has passed.
 async fn eventually<T, F>(what: &str, deadline: Duration, mut check: impl FnMut() -> F) -> T
 where
@@ -34,7 +34,7 @@ where
         let pause = if waited < Duration::from_millis(20) {
             1
         } else {
-            20
+            10
         };
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }

@@ -135,7 +135,7 @@ impl TestServer {
 
 /// Polls `check` until it answers `Some`, and returns that: how a test
 /// waits for something another task or process does, instead of sleeping.
-/// Polls at once, then every millisecond for 20 ms, then every 20 ms; panics
+/// Polls at once, then every millisecond for 20 ms, then every 10 ms; panics
 /// naming `what` once `deadline` has passed (keep it generous: tests share
 /// a loaded machine).
 pub async fn eventually<T, F>(what: &str, deadline: Duration, mut check: impl FnMut() -> F) -> T
@@ -154,7 +154,7 @@ where
         let pause = if waited < Duration::from_millis(20) {
             1
         } else {
-            20
+            10
         };
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }

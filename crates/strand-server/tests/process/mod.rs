@@ -237,7 +237,7 @@ pub fn cluster_node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
 /// Polls `check` until it answers `Some`, and returns that: the blocking
 /// twin of `common::eventually`, for what a test without a runtime waits
 /// for (a child's exit, a socket's queues). Polls at once, then every
-/// millisecond for 20 ms, then every 20 ms; panics naming `what` once
+/// millisecond for 20 ms, then every 10 ms; panics naming `what` once
 /// `deadline` has passed.
 pub fn eventually_blocking<T>(
     what: &str,
@@ -254,7 +254,7 @@ pub fn eventually_blocking<T>(
         let pause = if waited < Duration::from_millis(20) {
             1
         } else {
-            20
+            10
         };
         std::thread::sleep(Duration::from_millis(pause));
     }
