@@ -673,6 +673,20 @@ impl Engine {
             let _ = task.await;
         }
     }
+
+    /// Live readers parked in the groups now: [`Engine::wait`]s and
+    /// [`Subscription`]s their stream's group holds (one whose reader gave
+    /// up is not counted). Each group answers after the requests already
+    /// in its queue, so a reader handed to its group before this call is
+    /// counted. An observation, for tests that must know a reader waits
+    /// before they act.
+    pub async fn parked_waiters(&self) -> Result<usize, EngineError> {
+        let mut parked = 0;
+        for group in 0..self.inner.groups.len() {
+            parked += self.call(group, Op::Parked).await?;
+        }
+        Ok(parked)
+    }
 }
 
 fn add_usage(mut a: BucketUsageSnapshot, b: &BucketUsageSnapshot) -> BucketUsageSnapshot {

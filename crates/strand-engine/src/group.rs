@@ -91,6 +91,9 @@ pub(crate) enum Op {
     },
     /// A read-only query of the machine.
     Query(Query),
+    /// How many readers are parked in the group now
+    /// ([`crate::Engine::parked_waiters`]).
+    Parked(Answer<usize>),
 }
 
 /// What a group answers a read with: the read, or (for a fork, below its
@@ -535,6 +538,9 @@ impl GroupCore {
                 Reply::Transaction(reply),
             ),
             Op::Query(query) => query(&self.machine),
+            Op::Parked(reply) => {
+                let _ = reply.send(Ok(self.waiters.parked()));
+            }
         }
     }
 

@@ -167,6 +167,16 @@ impl Waiters {
         }
     }
 
+    /// Readers parked now (entries whose reader already left are not
+    /// counted).
+    pub(crate) fn parked(&self) -> usize {
+        self.by_stream
+            .values()
+            .flatten()
+            .filter(|w| !w.tx.is_closed())
+            .count()
+    }
+
     /// Parked entries (including ones whose reader already left).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -187,6 +197,7 @@ mod tests {
         let (tx2, mut rx2) = oneshot::channel();
         w.park(&a, 0, WaiterTx::Once(tx1));
         w.park(&b, 0, WaiterTx::Once(tx2));
+        assert_eq!(w.parked(), 2);
         w.wake(&a);
         assert_eq!(rx1.try_recv(), Ok(Wake::Changed));
         assert!(rx2.try_recv().is_err());
@@ -289,5 +300,6 @@ mod tests {
             w.park(&a, 0, WaiterTx::Once(tx));
         }
         assert!(w.len() < 64, "{} entries kept", w.len());
+        assert_eq!(w.parked(), 0, "every reader left");
     }
 }

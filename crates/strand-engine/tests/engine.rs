@@ -119,7 +119,10 @@ async fn writes_match_media_types_and_reads_are_slices() {
     e.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On paused time: `b`'s 300 ms run out only once nothing else can run,
+/// so both readers are parked when `a` gets its append, however loaded
+/// the machine, and the test does not wait for them in real time.
+#[tokio::test(start_paused = true)]
 async fn an_append_wakes_only_its_streams_waiters() {
     let e = engine(1);
     let a = BucketStreamId::new("acme", "a");
@@ -136,7 +139,7 @@ async fn an_append_wakes_only_its_streams_waiters() {
         let b = b.clone();
         async move { e.wait(b, 1, Duration::from_millis(300)).await }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    crate::parked(&e, 2).await;
     e.write(append(&a, b"2")).await.unwrap();
     // Parked exactly at the tail the append extends: the bytes come along.
     match wait_a.await.unwrap().unwrap() {
@@ -164,7 +167,7 @@ async fn shutdown_ends_parked_readers() {
         let e = e.clone();
         async move { e.wait(a, 0, Duration::from_secs(60)).await }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    crate::parked(&e, 1).await;
     e.shutdown().await;
     let outcome = tokio::time::timeout(Duration::from_secs(5), waiting)
         .await
@@ -201,19 +204,22 @@ async fn a_full_queue_is_back_pressure() {
         }
     });
     entered.await.unwrap();
-    let pending: Vec<_> = (0..4)
-        .map(|_| {
-            let e = e.clone();
-            let id = id.clone();
-            tokio::spawn(async move { e.head(id).await })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Four requests fill the queue: a call queues its request when it is
+    // first polled, so each is in the queue once polled once.
+    let mut pending: Vec<_> = (0..4).map(|_| Box::pin(e.head(id.clone()))).collect();
+    for p in &mut pending {
+        let answered = tokio::select! {
+            biased;
+            answer = p => Some(answer),
+            () = std::future::ready(()) => None,
+        };
+        assert_eq!(answered, None, "the group answered while held");
+    }
     assert_eq!(e.head(id.clone()).await, Err(EngineError::Busy));
     release.send(()).unwrap();
     blocker.await.unwrap().unwrap();
     for p in pending {
-        assert_eq!(p.await.unwrap(), Ok(None));
+        assert_eq!(p.await, Ok(None));
     }
     let first = e.waiter_permit().unwrap();
     let _second = e.waiter_permit().unwrap();

@@ -120,20 +120,22 @@ impl Lcg {
 
 /// Waits (bounded) until the janitor has delivered every unpin.
 async fn settle(e: &Engine) {
-    for _ in 0..200 {
-        let mut pending = false;
-        for g in 0..e.group_count() {
-            pending |= e
-                .query_group(g, |m| m.has_pending_fork_unpins())
-                .await
-                .unwrap();
-        }
-        if !pending {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("unpins were not delivered");
+    crate::eventually(
+        "the janitor delivers every unpin",
+        Duration::from_secs(10),
+        || async {
+            for g in 0..e.group_count() {
+                if e.query_group(g, |m| m.has_pending_fork_unpins())
+                    .await
+                    .unwrap()
+                {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

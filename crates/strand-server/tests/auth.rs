@@ -598,16 +598,17 @@ async fn per_token_rate_and_live_reader_limits() {
         StatusCode::OK
     );
 
-    // One live reader per token: a second concurrent long-poll is refused.
-    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+    // One live reader per token: a second concurrent long-poll is refused
+    // (`other` has spent one of its 5 requests: its rate does not refuse).
     let url = format!("/v1/stream/r?offset={}&live=long-poll", common::off(1));
     let first = {
         let req = s.get(&url).header("authorization", &b);
         tokio::spawn(async move { req.send().await })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    s.parked(1).await;
     let second = s.get(&url).header("authorization", &b).send().await;
     assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(second.text().contains("live readers"), "{}", second.text());
     assert_eq!(first.await.unwrap().status, StatusCode::NO_CONTENT);
     // The place is free again.
     assert_eq!(

@@ -4,9 +4,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::process::eventually_blocking;
 
 use strand_testkit::ChildGuard;
 
@@ -81,16 +83,73 @@ fn http(addr: &str, request: &str) -> String {
     out
 }
 
-/// Starts a long-poll of stream `s` at `offset` on its own thread and gives
-/// it 200 ms to park; the handle yields the whole response.
+/// Sends a long-poll of stream `s` at `offset` and waits until the server
+/// has read it (its handler then reads the stream once and parks); the
+/// handle, a thread, yields the whole response.
 fn long_poll(addr: &str, offset: &str) -> std::thread::JoinHandle<String> {
-    let addr = addr.to_owned();
     let request = format!(
         "GET /v1/stream/s?offset={offset}&live=long-poll HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     );
-    let handle = std::thread::spawn(move || http(&addr, &request));
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let (client, server) = (stream.local_addr().unwrap(), stream.peer_addr().unwrap());
+    eventually_blocking(
+        "the server reads the long-poll",
+        Duration::from_secs(30),
+        || read_by_server(client, server).then_some(()),
+    );
+    std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stream.read_to_string(&mut out);
+        out
+    })
+}
+
+/// Whether the server end of the connection from `client` to `server`
+/// has read everything the client sent: the client's bytes are
+/// acknowledged and none wait in the server's receive queue (the queues of
+/// `/proc/net/tcp`).
+#[cfg(target_os = "linux")]
+fn read_by_server(client: SocketAddr, server: SocketAddr) -> bool {
+    // An IPv4 end as `/proc/net/tcp` prints it: the address as a
+    // little-endian hex word, then the port.
+    let end = |a: SocketAddr| match a {
+        SocketAddr::V4(a) => format!(
+            "{:08X}:{:04X}",
+            u32::from_le_bytes(a.ip().octets()),
+            a.port()
+        ),
+        SocketAddr::V6(_) => panic!("the tests listen on 127.0.0.1"),
+    };
+    let (client, server) = (end(client), end(server));
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    // (tx_queue, rx_queue) of the socket from `local` to `remote`.
+    let queues = |local: &str, remote: &str| {
+        table.lines().skip(1).find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.get(1) != Some(&local) || fields.get(2) != Some(&remote) {
+                return None;
+            }
+            let (tx, rx) = fields.get(4)?.split_once(':')?;
+            Some((
+                u64::from_str_radix(tx, 16).ok()?,
+                u64::from_str_radix(rx, 16).ok()?,
+            ))
+        })
+    };
+    matches!(queues(&client, &server), Some((0, _)))
+        && matches!(queues(&server, &client), Some((_, 0)))
+}
+
+/// Elsewhere no socket queues are at hand: the server gets 200 ms to read
+/// the request (the one fixed wait left, off Linux).
+#[cfg(not(target_os = "linux"))]
+fn read_by_server(_client: SocketAddr, _server: SocketAddr) -> bool {
     std::thread::sleep(Duration::from_millis(200));
-    handle
+    true
 }
 
 #[test]
@@ -188,17 +247,11 @@ fn serve_then_exit(extra: &[&str], threads: Option<usize>) {
             .unwrap()
             .success()
     );
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "still running 10 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = eventually_blocking(
+        "the process exits after SIGTERM",
+        Duration::from_secs(10),
+        || child.try_wait().unwrap(),
+    );
     assert!(status.success(), "{status:?}");
     let answer = poller.join().unwrap();
     assert!(answer.starts_with("HTTP/1.1 204"), "{answer}");

@@ -5,12 +5,13 @@
 //! after its restart.
 #![allow(clippy::unwrap_used)]
 
-use crate::process;
+use crate::{common, process};
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::eventually;
 use process::{Server, free_port, parse_offset, request, start_args};
 
 fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
@@ -34,10 +35,10 @@ async fn snapshot_stats(addr: SocketAddr) -> serde_json::Value {
     v["groups"][0]["snapshot"].clone()
 }
 
-/// The leader every node of `addrs` agrees on, once they do.
-async fn agreed_leader(addrs: &[SocketAddr], deadline: Duration) -> Option<u64> {
-    let until = Instant::now() + deadline;
-    while Instant::now() < until {
+/// The leader every node of `addrs` agrees on, once they do (`what`
+/// names the wait).
+async fn agreed_leader(addrs: &[SocketAddr], deadline: Duration, what: &str) -> u64 {
+    eventually(what, deadline, || async {
         let mut leaders = Vec::new();
         for addr in addrs {
             if let Ok(r) = request(*addr, "GET", "/__strand/health", &[], b"").await
@@ -49,14 +50,12 @@ async fn agreed_leader(addrs: &[SocketAddr], deadline: Duration) -> Option<u64> 
                 leaders.push(None);
             }
         }
-        if let Some(Some(first)) = leaders.first()
-            && leaders.iter().all(|l| *l == Some(*first))
-        {
-            return Some(*first);
+        match leaders.first() {
+            Some(Some(first)) if leaders.iter().all(|l| *l == Some(*first)) => Some(*first),
+            _ => None,
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
+    })
+    .await
 }
 
 fn token(seq: u64) -> Vec<u8> {
@@ -66,7 +65,8 @@ fn token(seq: u64) -> Vec<u8> {
 /// Appends `seq` through `addr`, retrying while the cluster has no leader
 /// (503) or the node is unreachable; returns the acknowledged next offset.
 async fn append(addr: SocketAddr, seq: u64) -> u64 {
-    for _ in 0..1000 {
+    let what = format!("seq {seq} acknowledged");
+    eventually(&what, Duration::from_secs(60), || async {
         let reply = request(
             addr,
             "POST",
@@ -82,34 +82,30 @@ async fn append(addr: SocketAddr, seq: u64) -> u64 {
         .await;
         match reply {
             Ok(r) if r.status == 200 || r.status == 204 => {
-                return parse_offset(r.header("stream-next-offset").unwrap());
+                Some(parse_offset(r.header("stream-next-offset").unwrap()))
             }
-            Ok(r) if r.status == 503 => {}
+            Ok(r) if r.status == 503 => None,
             Ok(r) => panic!(
                 "seq {seq}: {} {}",
                 r.status,
                 String::from_utf8_lossy(&r.body)
             ),
-            Err(_) => {}
+            Err(_) => None,
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("seq {seq}: no answer for 20 s");
+    })
+    .await
 }
 
 /// Polls `addr` until the stream holds exactly `expected` (followers apply
-/// what the leader committed a little later).
-async fn converges(addr: SocketAddr, expected: &[u8]) -> bool {
-    for _ in 0..600 {
-        if let Ok(r) = request(addr, "GET", "/v1/stream/c?offset=-1", &[], b"").await
-            && r.status == 200
-            && r.body == expected
-        {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+/// what the leader committed a little later); `what` names the wait.
+async fn converges(addr: SocketAddr, expected: &[u8], what: &str) {
+    eventually(what, Duration::from_secs(60), || async {
+        let r = request(addr, "GET", "/v1/stream/c?offset=-1", &[], b"")
+            .await
+            .ok()?;
+        (r.status == 200 && r.body == expected).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,9 +116,12 @@ async fn three_nodes_survive_losing_the_leader() {
         .map(|id| Some(start_args(&node_args(tmp.path(), id, &ports))))
         .collect();
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.as_ref().unwrap().addr).collect();
-    let leader = agreed_leader(&addrs, Duration::from_secs(60))
-        .await
-        .expect("the cluster elects a leader");
+    let leader = agreed_leader(
+        &addrs,
+        Duration::from_secs(60),
+        "the cluster elects a leader",
+    )
+    .await;
 
     // Create and write through a follower: it forwards to the leader.
     let follower = (1..=3u64).find(|id| *id != leader).unwrap();
@@ -162,9 +161,12 @@ async fn three_nodes_survive_losing_the_leader() {
     for seq in 151..300 {
         acked.push((seq, append(survivors[1], seq).await));
     }
-    let new_leader = agreed_leader(&survivors, Duration::from_secs(30))
-        .await
-        .expect("the survivors agree on a new leader");
+    let new_leader = agreed_leader(
+        &survivors,
+        Duration::from_secs(30),
+        "the survivors agree on a new leader",
+    )
+    .await;
     assert_ne!(new_leader, leader);
 
     // Every acknowledged append once, at its acknowledged offset.
@@ -174,43 +176,41 @@ async fn three_nodes_survive_losing_the_leader() {
         assert_eq!(*next, expected.len() as u64, "seq {seq} moved");
     }
     for addr in &survivors {
-        assert!(converges(*addr, &expected).await, "{addr} holds every ack");
+        converges(*addr, &expected, &format!("{addr} holds every ack")).await;
     }
 
     // The old leader restarts and catches up: the survivors snapshot every
     // 50 entries and keep 50, so its log (about 150 entries) is behind
     // their purge point and it installs a snapshot.
     let restarted = start_args(&node_args(tmp.path(), leader, &ports));
-    assert!(
-        converges(restarted.addr, &expected).await,
-        "the old leader caught up"
-    );
+    converges(restarted.addr, &expected, "the old leader catches up").await;
     // Through a snapshot sent in chunks of 256 B: installed from the
     // received file, which is now the node's current snapshot. A later
     // snapshot may still be on its way (a `.recv` file while it arrives),
     // so the directory is checked once it is at rest: one data file, of
     // the size the node reports, and nothing unfinished.
     let group = tmp.path().join(format!("node-{leader}")).join("group-0");
-    let until = Instant::now() + Duration::from_secs(20);
-    let (stats, files) = loop {
-        let stats = snapshot_stats(restarted.addr).await;
-        let files: Vec<String> = std::fs::read_dir(&group)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("snapshot"))
-            .collect();
-        let data: Vec<&String> = files.iter().filter(|n| n.ends_with(".data")).collect();
-        let at_rest = data.len() == 1
-            && files
-                .iter()
-                .all(|n| !n.ends_with(".recv") && !n.ends_with(".tmp"))
-            && std::fs::metadata(group.join(data[0])).map(|m| m.len()).ok()
-                == stats["bytes"].as_u64();
-        if at_rest || Instant::now() >= until {
-            break (stats, files);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (stats, files) = eventually(
+        "the restarted node's snapshot directory at rest",
+        Duration::from_secs(30),
+        || async {
+            let stats = snapshot_stats(restarted.addr).await;
+            let files: Vec<String> = std::fs::read_dir(&group)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("snapshot"))
+                .collect();
+            let data: Vec<&String> = files.iter().filter(|n| n.ends_with(".data")).collect();
+            let at_rest = data.len() == 1
+                && files
+                    .iter()
+                    .all(|n| !n.ends_with(".recv") && !n.ends_with(".tmp"))
+                && std::fs::metadata(group.join(data[0])).map(|m| m.len()).ok()
+                    == stats["bytes"].as_u64();
+            at_rest.then_some((stats, files))
+        },
+    )
+    .await;
     assert!(stats["installed"].as_u64().unwrap() >= 1, "{stats}");
     let snapshot_bytes = stats["bytes"].as_u64().unwrap();
     assert!(snapshot_bytes > 4 * 256, "{stats}");
@@ -246,9 +246,8 @@ fn grouped_node_args(dir: &Path, id: u64, ports: &[u16], groups: usize) -> Vec<S
 }
 
 /// Waits until every node of `addrs` reports a leader for each group.
-async fn all_ready(addrs: &[SocketAddr], deadline: Duration) -> bool {
-    let until = Instant::now() + deadline;
-    while Instant::now() < until {
+async fn all_ready(addrs: &[SocketAddr], deadline: Duration) {
+    eventually("every group elects a leader", deadline, || async {
         let mut ready = 0;
         for addr in addrs {
             if let Ok(r) = request(*addr, "GET", "/__strand/health", &[], b"").await
@@ -257,12 +256,9 @@ async fn all_ready(addrs: &[SocketAddr], deadline: Duration) -> bool {
                 ready += 1;
             }
         }
-        if ready == addrs.len() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+        (ready == addrs.len()).then_some(())
+    })
+    .await;
 }
 
 /// The `network` counters of `GET /__strand/health` summed over `addrs`:
@@ -285,7 +281,8 @@ async fn network_totals(addrs: &[SocketAddr]) -> (u64, u64, u64) {
 /// One append to `path` through `addr`, retried while the group has no
 /// leader (503) or the node does not answer.
 async fn append_to(addr: SocketAddr, path: &str, body: &[u8]) {
-    for _ in 0..500 {
+    let what = format!("{path}: an append acknowledged");
+    eventually(&what, Duration::from_secs(60), || async {
         match request(
             addr,
             "POST",
@@ -295,14 +292,13 @@ async fn append_to(addr: SocketAddr, path: &str, body: &[u8]) {
         )
         .await
         {
-            Ok(r) if r.status == 200 || r.status == 204 => return,
-            Ok(r) if r.status == 503 => {}
+            Ok(r) if r.status == 200 || r.status == 204 => Some(()),
+            Ok(r) if r.status == 503 => None,
             Ok(r) => panic!("{path}: {} {}", r.status, String::from_utf8_lossy(&r.body)),
-            Err(_) => {}
+            Err(_) => None,
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{path}: no answer for 10 s");
+    })
+    .await;
 }
 
 /// With several groups, the Raft messages of every group to the same peer
@@ -319,10 +315,7 @@ async fn several_groups_batch_their_raft_messages() {
         .map(|id| start_args(&grouped_node_args(tmp.path(), id, &ports, 4)))
         .collect();
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-    assert!(
-        all_ready(&addrs, Duration::from_secs(60)).await,
-        "every group elects a leader"
-    );
+    all_ready(&addrs, Duration::from_secs(60)).await;
     for s in 0..STREAMS {
         let r = request(
             addrs[s % 3],
@@ -370,24 +363,16 @@ async fn several_groups_batch_their_raft_messages() {
         .collect();
     for s in 0..STREAMS {
         for addr in &addrs {
-            let mut held = false;
-            for _ in 0..200 {
-                let r = request(
-                    *addr,
-                    "GET",
-                    &format!("/v1/stream/b{s}?offset=-1"),
-                    &[],
-                    b"",
-                )
-                .await
-                .unwrap();
-                if r.status == 200 && r.body == expected {
-                    held = true;
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            assert!(held, "{addr} holds every write of b{s}");
+            let path = format!("/v1/stream/b{s}?offset=-1");
+            eventually(
+                &format!("{addr} holds every write of b{s}"),
+                Duration::from_secs(30),
+                || async {
+                    let r = request(*addr, "GET", &path, &[], b"").await.unwrap();
+                    (r.status == 200 && r.body == expected).then_some(())
+                },
+            )
+            .await;
         }
     }
     for node in nodes {
@@ -420,9 +405,12 @@ async fn a_follower_behind_the_log_cache_catches_up_from_the_log_files() {
     };
     let mut nodes: Vec<Option<Server>> = (1..=3).map(|id| Some(start_args(&args(id)))).collect();
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.as_ref().unwrap().addr).collect();
-    let leader = agreed_leader(&addrs, Duration::from_secs(60))
-        .await
-        .expect("the cluster elects a leader");
+    let leader = agreed_leader(
+        &addrs,
+        Duration::from_secs(60),
+        "the cluster elects a leader",
+    )
+    .await;
     let via = addrs[(leader - 1) as usize];
     let r = request(
         via,
@@ -445,10 +433,7 @@ async fn a_follower_behind_the_log_cache_catches_up_from_the_log_files() {
         expected.extend_from_slice(&body);
     }
     let back = start_args(&args(follower));
-    assert!(
-        converges(back.addr, &expected).await,
-        "the follower caught up"
-    );
+    converges(back.addr, &expected, "the follower catches up").await;
     for addr in [back.addr, via] {
         let stats = snapshot_stats(addr).await;
         assert_eq!(stats["built"].as_u64(), Some(0), "{addr}: {stats}");

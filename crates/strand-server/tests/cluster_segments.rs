@@ -5,13 +5,14 @@
 //! serves it alone), and the GC deletes the objects on every node.
 #![allow(clippy::unwrap_used)]
 
-use crate::process;
+use crate::{common, process};
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::eventually;
 use process::{Server, free_port, request, start_args};
 
 fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
@@ -43,26 +44,27 @@ fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
 
 /// Every node up and agreeing on group 0's leader.
 async fn agreed_leader(addrs: &[SocketAddr]) -> u64 {
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        let mut leaders = Vec::new();
-        for addr in addrs {
-            match request(*addr, "GET", "/__strand/health", &[], b"").await {
-                Ok(r) if r.status == 200 => {
-                    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-                    leaders.push(v["groups"][0]["leader"].as_u64());
+    eventually(
+        "the cluster elects a leader",
+        Duration::from_secs(60),
+        || async {
+            let mut leaders = Vec::new();
+            for addr in addrs {
+                match request(*addr, "GET", "/__strand/health", &[], b"").await {
+                    Ok(r) if r.status == 200 => {
+                        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                        leaders.push(v["groups"][0]["leader"].as_u64());
+                    }
+                    _ => leaders.push(None),
                 }
-                _ => leaders.push(None),
             }
-        }
-        if let Some(Some(first)) = leaders.first()
-            && leaders.iter().all(|l| *l == Some(*first))
-        {
-            return *first;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the cluster elects no leader");
+            match leaders.first() {
+                Some(Some(first)) if leaders.iter().all(|l| *l == Some(*first)) => Some(*first),
+                _ => None,
+            }
+        },
+    )
+    .await
 }
 
 async fn cold_report(addr: SocketAddr) -> serde_json::Value {
@@ -160,20 +162,17 @@ async fn read_all(addr: SocketAddr, name: &str) -> Option<Vec<u8>> {
     None
 }
 
-/// Waits until `check` holds, polling every 50 ms for up to 60 s.
+/// Waits until `check` holds, for up to 60 s ([`eventually`]).
 async fn until<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting until {what}");
+    eventually(what, Duration::from_secs(60), || {
+        let holds = check();
+        async move { holds.await.then_some(()) }
+    })
+    .await;
 }
 
 /// Three nodes with their data directories under `dir`, their
@@ -226,12 +225,13 @@ async fn every_node_keeps_its_own_copy_and_a_rebuilt_node_fetches_it() {
         written >= 2
     })
     .await;
+    // A follower serves what it has applied: wait until each has applied
+    // every append (under load one may lag the leader a little).
     for id in 1..=3u64 {
-        assert_eq!(
-            read_all(at(id), "s").await.as_deref(),
-            Some(expected.as_slice()),
-            "node {id} serves the stream"
-        );
+        until(&format!("node {id} serves the whole stream"), || async {
+            read_all(at(id), "s").await.as_deref() == Some(expected.as_slice())
+        })
+        .await;
     }
     same_objects_everywhere(dir, leader, 1).await;
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Resp, TestServer, off, read_sse, request};
+use common::{Resp, TestServer, eventually, off, read_sse, request};
 use hyper::{Method, StatusCode};
 use strand::{BucketStreamId, ColdGcTarget};
 use strand_cold::{
@@ -42,16 +42,23 @@ fn config(tweak: impl FnOnce(&mut Config)) -> Config {
 }
 
 /// Sends a request built by `make`, again while it answers 503 (the
-/// hot-memory limit, or a cold store that failed), at most `tries` times.
-async fn retrying(tries: usize, make: impl Fn() -> common::Req) -> Resp {
-    for _ in 0..tries {
+/// hot-memory limit, or a cold store that failed), for up to `within`.
+async fn retrying(within: Duration, make: impl Fn() -> common::Req) -> Resp {
+    eventually("an answer other than 503", within, || async {
         let r = make().send().await;
-        if r.status != StatusCode::SERVICE_UNAVAILABLE {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("still 503 after {tries} tries");
+        (r.status != StatusCode::SERVICE_UNAVAILABLE).then_some(r)
+    })
+    .await
+}
+
+/// Waits until the engine holds no hot byte: the workers flushed them all.
+async fn all_flushed(engine: &Engine) {
+    eventually(
+        "every hot byte flushed",
+        Duration::from_secs(30),
+        || async { (engine.hot_bytes().await.unwrap() == 0).then_some(()) },
+    )
+    .await;
 }
 
 /// Creates `/v1/stream/{name}` as a text stream.
@@ -69,7 +76,7 @@ async fn fill(addr: std::net::SocketAddr, path: String, s: usize, len: u64, piec
     while at < len {
         let end = (at + piece).min(len);
         let body = bytes(s, at..end);
-        let r = retrying(20_000, || {
+        let r = retrying(Duration::from_secs(100), || {
             request(addr, Method::POST, &path)
                 .header("content-type", "text/plain")
                 .body(body.clone())
@@ -87,7 +94,7 @@ async fn read_all(addr: std::net::SocketAddr, path: &str) -> Vec<u8> {
     let mut offset = "-1".to_owned();
     for _ in 0..10_000 {
         let url = format!("{path}?offset={offset}");
-        let r = retrying(2_000, || request(addr, Method::GET, &url)).await;
+        let r = retrying(Duration::from_secs(30), || request(addr, Method::GET, &url)).await;
         assert_eq!(r.status, StatusCode::OK, "{url}: {}", r.text());
         out.extend_from_slice(&r.body);
         offset = r.next();
@@ -102,35 +109,36 @@ async fn read_all(addr: std::net::SocketAddr, path: &str) -> Vec<u8> {
 /// control event.
 async fn read_sse_all(addr: std::net::SocketAddr, path: &str) -> Vec<u8> {
     let url = format!("{path}?offset=-1&live=sse");
-    for _ in 0..200 {
-        let response = request(addr, Method::GET, &url).open().await;
-        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
+    let response = eventually(
+        &format!("{path}: SSE answers other than 503"),
+        Duration::from_secs(30),
+        || async {
+            let response = request(addr, Method::GET, &url).open().await;
+            (response.status() != StatusCode::SERVICE_UNAVAILABLE).then_some(response)
+        },
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = read_sse(response, Duration::from_secs(20), |t| {
+        t.contains("\"upToDate\":true")
+    })
+    .await;
+    assert!(
+        text.contains("\"upToDate\":true"),
+        "{path}: SSE never caught up"
+    );
+    let mut out = Vec::new();
+    let mut in_data = false;
+    for line in text.lines() {
+        if let Some(kind) = line.strip_prefix("event: ") {
+            in_data = kind == "data";
+        } else if let Some(data) = line.strip_prefix("data:")
+            && in_data
+        {
+            out.extend_from_slice(data.as_bytes());
         }
-        assert_eq!(response.status(), StatusCode::OK);
-        let text = read_sse(response, Duration::from_secs(20), |t| {
-            t.contains("\"upToDate\":true")
-        })
-        .await;
-        assert!(
-            text.contains("\"upToDate\":true"),
-            "{path}: SSE never caught up"
-        );
-        let mut out = Vec::new();
-        let mut in_data = false;
-        for line in text.lines() {
-            if let Some(kind) = line.strip_prefix("event: ") {
-                in_data = kind == "data";
-            } else if let Some(data) = line.strip_prefix("data:")
-                && in_data
-            {
-                out.extend_from_slice(data.as_bytes());
-            }
-        }
-        return out;
     }
-    panic!("{path}: SSE kept answering 503");
+    out
 }
 
 /// Every object path a live stream of the engine references.
@@ -181,6 +189,7 @@ fn sample_hot(engine: Engine, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<
             if let Ok(hot) = engine.hot_bytes().await {
                 peak = peak.max(hot);
             }
+            // The sampling period of a measurement, not a wait for an event.
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         peak
@@ -240,15 +249,15 @@ async fn fifty_mib_over_200_streams_flush_under_the_limit_and_read_back_exact() 
     // `--cold-piece-bytes`, keeps it hot: at most that much per group
     // stays.
     let may_stay = 4 * 4 * 64 * 1024;
-    let mut flushed = 0;
-    for _ in 0..3_000 {
-        flushed = cold.stats().flushed_bytes.load(Ordering::Relaxed);
-        if flushed + may_stay >= total {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(flushed + may_stay >= total, "flushed {flushed} of {total}");
+    let flushed = eventually(
+        &format!("all but {may_stay} of {total} bytes flushed"),
+        Duration::from_secs(60),
+        || async {
+            let flushed = cold.stats().flushed_bytes.load(Ordering::Relaxed);
+            (flushed + may_stay >= total).then_some(flushed)
+        },
+    )
+    .await;
 
     // Every stream back, byte-exact: catch-up from -1, long-poll from an
     // old offset, SSE from -1.
@@ -271,7 +280,7 @@ async fn fifty_mib_over_200_streams_flush_under_the_limit_and_read_back_exact() 
         let path = format!("/v1/stream/cold-{s}");
         let from = (s as u64 * 1237) % PER_STREAM;
         let url = format!("{path}?offset={}&live=long-poll", off(from));
-        let r = retrying(2_000, || request(addr, Method::GET, &url)).await;
+        let r = retrying(Duration::from_secs(30), || request(addr, Method::GET, &url)).await;
         assert_eq!(r.status, StatusCode::OK, "{url}");
         // From the offset itself where the bytes left the hot buffer, from
         // the start of the 16 KiB message holding it where they did not.
@@ -338,13 +347,7 @@ async fn deletes_and_purges_reclaim_every_object_they_owned() {
             fill(addr, path, s, 20 * 1024, 4 * 1024).await;
         }
     }
-    for _ in 0..2_000 {
-        if server.engine.hot_bytes().await.unwrap() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(server.engine.hot_bytes().await.unwrap(), 0);
+    all_flushed(&server.engine).await;
     let before = listed(cold.backend().as_ref()).await;
     assert!(!before.is_empty());
     for s in 0..5 {
@@ -360,17 +363,16 @@ async fn deletes_and_purges_reclaim_every_object_they_owned() {
     assert_eq!(purge.status, StatusCode::OK, "{}", purge.text());
     // The deletes queued GC entries (not_before_ms 0); the workers drain
     // them and delete the objects nothing references any more.
-    let mut done = false;
-    for _ in 0..2_000 {
-        if pending_gc(&server.engine).await == 0
-            && listed(cold.backend().as_ref()).await == referenced(&server.engine).await
-        {
-            done = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(done, "GC queue or store not drained");
+    eventually(
+        "the GC queue and the store drained",
+        Duration::from_secs(30),
+        || async {
+            (pending_gc(&server.engine).await == 0
+                && listed(cold.backend().as_ref()).await == referenced(&server.engine).await)
+                .then_some(())
+        },
+    )
+    .await;
     let after = listed(cold.backend().as_ref()).await;
     assert!(after.len() < before.len());
     for s in 5..10 {
@@ -431,13 +433,18 @@ async fn a_failing_store_loses_no_acknowledged_byte_and_leaves_no_orphan() {
     for s in 0..STREAMS {
         create(addr, &format!("/v1/stream/f-{s}")).await;
     }
-    // An outage in the middle of the writes: they go on until the limit,
-    // then get 503 until the store is back.
+    // An outage in the middle of the writes (once the store took a
+    // flush): they go on until the limit, then get 503 until the store is
+    // back.
     let outage = {
-        let faulty = Arc::clone(&faulty);
+        let (faulty, cold) = (Arc::clone(&faulty), cold.clone());
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            eventually("the first flush", Duration::from_secs(30), || async {
+                (cold.stats().flushed_bytes.load(Ordering::Relaxed) > 0).then_some(())
+            })
+            .await;
             faulty.set_down(true);
+            // The outage itself: the store stays down this long.
             tokio::time::sleep(Duration::from_millis(300)).await;
             faulty.set_down(false);
         })
@@ -468,17 +475,12 @@ async fn a_failing_store_loses_no_acknowledged_byte_and_leaves_no_orphan() {
     // Eventually: the GC queue is empty and the store holds exactly the
     // objects live streams reference (orphans of phantom puts and of
     // deleted streams gone).
-    let mut clean = false;
-    for _ in 0..3_000 {
-        if pending_gc(&server.engine).await == 0
-            && listed(inner.as_ref()).await == referenced(&server.engine).await
-        {
-            clean = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(clean, "store not clean");
+    eventually("the store clean", Duration::from_secs(60), || async {
+        (pending_gc(&server.engine).await == 0
+            && listed(inner.as_ref()).await == referenced(&server.engine).await)
+            .then_some(())
+    })
+    .await;
     // Nothing a live stream references was deleted: all still readable.
     for s in STREAMS / 2..STREAMS {
         let path = format!("/v1/stream/f-{s}");
@@ -519,18 +521,9 @@ async fn a_recreated_stream_keeps_its_objects_when_the_old_ones_are_reclaimed() 
     let server = TestServer::start_cold(c, Some(cold.clone())).await;
     let addr = server.addr;
     let path = "/v1/stream/again";
-    let wait_cold = || async {
-        for _ in 0..2_000 {
-            if server.engine.hot_bytes().await.unwrap() == 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        panic!("never flushed");
-    };
     create(addr, path).await;
     fill(addr, path.to_owned(), 1, 4096, 1024).await;
-    wait_cold().await;
+    all_flushed(&server.engine).await;
     // Deletes fail until the new stream's bytes are in the store, so its
     // GC entry runs over a prefix that holds both streams' objects.
     faulty.set_deletes_down(true);
@@ -540,7 +533,7 @@ async fn a_recreated_stream_keeps_its_objects_when_the_old_ones_are_reclaimed() 
     );
     create(addr, path).await;
     fill(addr, path.to_owned(), 2, 4096, 1024).await;
-    wait_cold().await;
+    all_flushed(&server.engine).await;
     let id = BucketStreamId::new("default", "again");
     let queued = server
         .engine
@@ -554,15 +547,10 @@ async fn a_recreated_stream_keeps_its_objects_when_the_old_ones_are_reclaimed() 
         "{queued:?}"
     );
     faulty.set_deletes_down(false);
-    let mut drained = false;
-    for _ in 0..2_000 {
-        if pending_gc(&server.engine).await == 0 {
-            drained = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert!(drained);
+    eventually("the GC queue drained", Duration::from_secs(30), || async {
+        (pending_gc(&server.engine).await == 0).then_some(())
+    })
+    .await;
     assert_eq!(
         listed(inner.as_ref()).await,
         referenced(&server.engine).await
@@ -636,6 +624,7 @@ async fn store_down_for_30_seconds_under_write_load() {
                     let p = phase.load(Ordering::Relaxed);
                     if r.status == StatusCode::SERVICE_UNAVAILABLE {
                         refused[p].fetch_add(1, Ordering::Relaxed);
+                        // The load's own back-off, not a wait for an event.
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     }
@@ -650,6 +639,8 @@ async fn store_down_for_30_seconds_under_write_load() {
     }
     let before = Duration::from_secs(5);
     let after = Duration::from_secs(10);
+    // The phases are the measurement: load before, during and after an
+    // outage of `outage_secs`.
     tokio::time::sleep(before).await;
     faulty.set_down(true);
     phase.store(1, Ordering::Relaxed);
@@ -663,20 +654,23 @@ async fn store_down_for_30_seconds_under_write_load() {
         if healthy_after.is_none() && cold.report().healthy {
             healthy_after = Some(back.elapsed());
         }
+        // Sampling the phase after the outage, which lasts `after`.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     done.store(true, Ordering::Relaxed);
     for w in writers {
         w.await.unwrap();
     }
-    let mut drained_after = None;
-    for _ in 0..3_000 {
-        if server.engine.hot_bytes().await.unwrap() <= 4 * 64 * 1024 {
-            drained_after = Some(back.elapsed());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // Measured, not asserted: `None` when not drained within 30 s.
+    let drained = eventually(
+        "the hot bytes drained",
+        Duration::from_secs(3600),
+        || async { (server.engine.hot_bytes().await.unwrap() <= 4 * 64 * 1024).then_some(()) },
+    );
+    let drained_after = tokio::time::timeout(Duration::from_secs(30), drained)
+        .await
+        .ok()
+        .map(|()| back.elapsed());
     stop_hot.store(true, Ordering::Relaxed);
     let peak = sampler.await.unwrap();
     for s in 0..STREAMS {
@@ -740,13 +734,7 @@ async fn json_streams_read_back_whole_values_across_the_tiers() {
             .await;
         assert_eq!(r.status, StatusCode::NO_CONTENT);
     }
-    for _ in 0..2_000 {
-        if server.engine.hot_bytes().await.unwrap() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(server.engine.hot_bytes().await.unwrap(), 0);
+    all_flushed(&server.engine).await;
     // One more append stays hot: the last page mixes tiers.
     let r = server
         .post(path)
@@ -789,16 +777,7 @@ async fn a_fork_reads_its_flushed_source_through_the_cold_tier() {
     let (src, fork) = ("/v1/stream/cold-src", "/v1/stream/cold-fork");
     create(addr, src).await;
     fill(addr, src.to_owned(), 3, 20_000, 1000).await;
-    let wait_cold = || async {
-        for _ in 0..2_000 {
-            if server.engine.hot_bytes().await.unwrap() == 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        panic!("never flushed");
-    };
-    wait_cold().await;
+    all_flushed(&server.engine).await;
     let r = request(addr, Method::PUT, fork)
         .header("stream-forked-from", src)
         .header("stream-fork-offset", &off(15_000))
@@ -819,28 +798,24 @@ async fn a_fork_reads_its_flushed_source_through_the_cold_tier() {
         request(addr, Method::GET, src).send().await.status,
         StatusCode::GONE
     );
-    wait_cold().await;
+    all_flushed(&server.engine).await;
     assert!(read_all(addr, fork).await == want);
     // The fork goes: the source is removed and every object reclaimed.
     assert_eq!(
         server.delete(fork).send().await.status,
         StatusCode::NO_CONTENT
     );
-    let mut reclaimed = false;
-    for _ in 0..2_000 {
-        if pending_gc(&server.engine).await == 0
-            && listed(backend.as_ref()).await.is_empty()
-            && request(addr, Method::HEAD, src).send().await.status == StatusCode::NOT_FOUND
-        {
-            reclaimed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert!(
-        reclaimed,
-        "the soft-deleted source's objects were not reclaimed"
-    );
+    eventually(
+        "the soft-deleted source's objects reclaimed",
+        Duration::from_secs(30),
+        || async {
+            (pending_gc(&server.engine).await == 0
+                && listed(backend.as_ref()).await.is_empty()
+                && request(addr, Method::HEAD, src).send().await.status == StatusCode::NOT_FOUND)
+                .then_some(())
+        },
+    )
+    .await;
     server.stop().await;
 }
 
@@ -912,7 +887,7 @@ async fn a_group_over_its_hot_limit_refuses_writes_until_it_flushes() {
     // The store comes back: the full group flushes under pressure and the
     // write goes through.
     faulty.set_down(false);
-    let r = retrying(2_000, || append(full, len, PIECE)).await;
+    let r = retrying(Duration::from_secs(30), || append(full, len, PIECE)).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     len += PIECE;
     assert!(cold.stats().flushed_bytes.load(Ordering::Relaxed) >= LIMIT);

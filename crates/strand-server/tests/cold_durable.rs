@@ -6,13 +6,14 @@
 //! every node reads the flushed ranges.
 #![allow(clippy::unwrap_used)]
 
-use crate::process;
+use crate::{common, process};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use process::{Server, free_port, parse_offset, start_args};
+use common::eventually;
+use process::{Server, eventually_blocking, free_port, parse_offset, start_args};
 use strand_server::offsets::render as off;
 
 /// The byte at `offset` of stream `s`: different per stream and place.
@@ -95,18 +96,12 @@ async fn report_until(
     secs: u64,
     ok: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let until = Instant::now() + Duration::from_secs(secs);
-    let mut last = serde_json::Value::Null;
-    while Instant::now() < until {
-        if let Some(v) = cold_report(addr).await {
-            if ok(&v) {
-                return v;
-            }
-            last = v;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{addr}: the cold report never got there: {last}");
+    eventually(
+        &format!("{addr}: the cold report gets there"),
+        Duration::from_secs(secs),
+        || async { cold_report(addr).await.filter(|v| ok(v)) },
+    )
+    .await
 }
 
 /// Sends a request again while it answers 503 or the node is unreachable.
@@ -117,13 +112,17 @@ async fn send(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> process::Reply {
-    for _ in 0..500 {
-        match request(addr, method, path, headers, body).await {
-            Ok(r) if r.status != 503 => return r,
-            _ => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    panic!("{method} {path} on {addr}: no answer for 10 s");
+    eventually(
+        &format!("{method} {path} on {addr}: an answer other than 503"),
+        Duration::from_secs(30),
+        || async {
+            request(addr, method, path, headers, body)
+                .await
+                .ok()
+                .filter(|r| r.status != 503)
+        },
+    )
+    .await
 }
 
 fn text() -> Vec<(&'static str, String)> {
@@ -223,15 +222,13 @@ fn terminate(mut server: Server) {
         .status()
         .unwrap();
     assert!(status.success());
-    for _ in 0..500 {
-        if let Some(exit) = server.child.try_wait().unwrap() {
-            assert!(exit.success(), "SIGTERM: {exit:?}");
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    server.kill9();
-    panic!("the node did not stop within 10 s of SIGTERM");
+    // A node that does not stop is killed when `server` drops.
+    let exit = eventually_blocking(
+        "the node stops after SIGTERM",
+        Duration::from_secs(10),
+        || server.child.try_wait().unwrap(),
+    );
+    assert!(exit.success(), "SIGTERM: {exit:?}");
 }
 
 /// Every file under `dir`, recursively.
@@ -277,6 +274,8 @@ async fn a_partly_flushed_durable_node_restarts_with_every_byte() {
     .map(|s| (*s).to_owned())
     .collect();
     args.extend(cold_args(&cold));
+    // Never refuses; set so the report has each group's hot bytes.
+    args.extend(["--max-group-hot-bytes".to_owned(), "67108864".to_owned()]);
 
     // 1. Append, let most of it flush, append a little more that stays hot.
     let mut node = Nodes(vec![Some(start_args(&args))]);
@@ -291,15 +290,22 @@ async fn a_partly_flushed_durable_node_restarts_with_every_byte() {
     .await;
     let mut lens = vec![FLUSHED; STREAMS];
     // A group drains whole once it reaches the threshold, so a round may
-    // flush everything: append small rounds until some bytes stay hot.
+    // flush everything: append small rounds until some bytes stay hot once
+    // the flushes are done (no group holds the 16 KiB threshold).
     let mut before = serde_json::Value::Null;
     for _round in 0..5 {
         for (s, len) in lens.iter_mut().enumerate() {
             fill(node.addr(0), s, *len, *len + HOT, 1024).await;
             *len += HOT;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        before = cold_report(node.addr(0)).await.unwrap();
+        before = report_until(node.addr(0), 10, |r| {
+            r["group_hot_bytes_bounds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|b| b.as_u64().unwrap() < 16 * 1024)
+        })
+        .await;
         if before["hot_bytes_bound"].as_u64().unwrap() > 0 {
             break;
         }
@@ -345,7 +351,9 @@ async fn a_partly_flushed_durable_node_restarts_with_every_byte() {
         r["orphans_deleted"].as_u64().unwrap() >= 1
     })
     .await;
-    // Let a few more sweeps run before reading (every 100 ms).
+    // Let a few more sweeps run (every 100 ms) before reading: the young
+    // orphan must outlive them, and a sweep that deletes nothing shows in
+    // no counter to wait for.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!old_orphan.exists(), "the old orphan is swept");
     assert!(young_orphan.exists(), "a young unreferenced object stays");
@@ -391,43 +399,46 @@ fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
 /// The node every one of `addrs` names as the group's leader, once they
 /// agree and that node's cold workers run.
 async fn leader(addrs: &[(u64, SocketAddr)]) -> u64 {
-    let until = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < until {
-        let mut named = Vec::new();
-        for (_, addr) in addrs {
-            let leader = match request(*addr, "GET", "/__strand/health", &[], b"").await {
-                Ok(r) if r.status == 200 => {
-                    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-                    v["groups"][0]["leader"].as_u64()
-                }
-                _ => None,
-            };
-            named.push(leader);
-        }
-        if let Some(Some(first)) = named.first()
-            && named.iter().all(|l| *l == Some(*first))
-            && let Some((_, addr)) = addrs.iter().find(|(id, _)| id == first)
-            && cold_report(*addr)
-                .await
-                .is_some_and(|r| r["leading_groups"] == 1)
-        {
-            return *first;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no agreed leader running its cold workers within 15 s");
+    eventually(
+        "an agreed leader running its cold workers",
+        Duration::from_secs(30),
+        || async {
+            let mut named = Vec::new();
+            for (_, addr) in addrs {
+                let leader = match request(*addr, "GET", "/__strand/health", &[], b"").await {
+                    Ok(r) if r.status == 200 => {
+                        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                        v["groups"][0]["leader"].as_u64()
+                    }
+                    _ => None,
+                };
+                named.push(leader);
+            }
+            if let Some(Some(first)) = named.first()
+                && named.iter().all(|l| *l == Some(*first))
+                && let Some((_, addr)) = addrs.iter().find(|(id, _)| id == first)
+                && cold_report(*addr)
+                    .await
+                    .is_some_and(|r| r["leading_groups"] == 1)
+            {
+                return Some(*first);
+            }
+            None
+        },
+    )
+    .await
 }
 
 /// Reads until `addr` holds every stream of `lens` (a follower applies a
 /// little later), then checks them byte-exact.
 async fn converge_and_verify(addr: SocketAddr, lens: &[u64]) {
     for (s, len) in lens.iter().copied().enumerate() {
-        for _ in 0..200 {
-            if read_from(addr, s, None).await.len() as u64 == len {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually(
+            &format!("{addr} holds the {len} bytes of s{s}"),
+            Duration::from_secs(30),
+            || async { (read_from(addr, s, None).await.len() as u64 == len).then_some(()) },
+        )
+        .await;
     }
     verify(addr, lens).await;
 }
@@ -537,25 +548,29 @@ fn segment_files(data: &Path) -> Vec<PathBuf> {
 /// Starts the binary with `args`, expecting it to exit before its ready
 /// line; answers what it wrote to stderr.
 fn start_refused(args: &[String]) -> String {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strand-server"))
-        .args(args)
-        .env("STRAND_LOG", "off")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    for _ in 0..3000 {
-        if let Some(status) = child.try_wait().unwrap() {
-            let out = child.wait_with_output().unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert!(!status.success(), "it started: {stdout}");
-            assert!(!stdout.contains("listening on"), "{stdout}");
-            return String::from_utf8_lossy(&out.stderr).into_owned();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    panic!("the server neither started nor stopped within 60 s");
+    // Held by a `Server`, whose drop kills it if it does not exit.
+    let mut server = Server {
+        child: strand_testkit::ChildGuard::new(
+            std::process::Command::new(env!("CARGO_BIN_EXE_strand-server"))
+                .args(args)
+                .env("STRAND_LOG", "off")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ),
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    let status = eventually_blocking("the refused server stops", Duration::from_secs(60), || {
+        server.child.try_wait().unwrap()
+    });
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let child = &mut server.child;
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "it started: {stdout}");
+    assert!(!stdout.contains("listening on"), "{stdout}");
+    stderr
 }
 
 /// A durable single node on a fresh data directory with

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{off, request};
+use common::{eventually, off, request};
 use hyper::{Method, StatusCode};
 use strand_testkit::ChildGuard;
 
@@ -69,13 +69,12 @@ fn free_port() -> u16 {
 }
 
 async fn wait_listening(addr: SocketAddr) {
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("nothing listens on {addr}");
+    eventually(
+        &format!("moto listens on {addr}"),
+        Duration::from_secs(60),
+        || async { tokio::net::TcpStream::connect(addr).await.ok().map(drop) },
+    )
+    .await;
 }
 
 fn byte_at(s: usize, o: u64) -> u8 {
@@ -164,33 +163,36 @@ async fn the_s3_backend_flushes_reads_and_reclaims_against_moto() {
             .send()
             .await;
         assert_eq!(r.status, StatusCode::CREATED);
-        let mut at = 0;
-        while at < LEN {
+        for at in (0..LEN).step_by(8192) {
             let body: Vec<u8> = (at..at + 8192).map(|o| byte_at(s, o)).collect();
-            let r = request(addr, Method::POST, &path)
-                .header("content-type", "text/plain")
-                .body(body)
-                .send()
-                .await;
-            if r.status == StatusCode::SERVICE_UNAVAILABLE {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
+            // Again while the hot-memory limit answers 503.
+            let r = eventually(
+                &format!("{path} at {at}: an answer other than 503"),
+                Duration::from_secs(60),
+                || async {
+                    let r = request(addr, Method::POST, &path)
+                        .header("content-type", "text/plain")
+                        .body(body.clone())
+                        .send()
+                        .await;
+                    (r.status != StatusCode::SERVICE_UNAVAILABLE).then_some(r)
+                },
+            )
+            .await;
             assert_eq!(r.status, StatusCode::NO_CONTENT);
-            at += 8192;
         }
     }
     let total = STREAMS as u64 * LEN;
-    let mut report = serde_json::Value::Null;
-    for _ in 0..1_000 {
-        let r = request(admin, Method::GET, "/__strand/cold").send().await;
-        report = serde_json::from_slice(&r.body).unwrap();
-        if report["flushed_bytes"].as_u64() == Some(total) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(report["flushed_bytes"].as_u64(), Some(total), "{report}");
+    let report: serde_json::Value = eventually(
+        &format!("all {total} bytes flushed"),
+        Duration::from_secs(60),
+        || async {
+            let r = request(admin, Method::GET, "/__strand/cold").send().await;
+            let report: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            (report["flushed_bytes"].as_u64() == Some(total)).then_some(report)
+        },
+    )
+    .await;
     assert!(
         report["backend"]
             .as_str()
@@ -226,16 +228,15 @@ async fn the_s3_backend_flushes_reads_and_reclaims_against_moto() {
             .await;
         assert_eq!(r.status, StatusCode::NO_CONTENT);
     }
-    let mut left = before;
-    for _ in 0..1_000 {
-        let listed = request(s3, Method::GET, "/strand-cold?list-type=2&prefix=node-a/")
-            .send()
-            .await;
-        left = keys(&listed.body);
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(left, 0, "objects left in S3 after the streams were deleted");
+    eventually(
+        "no object left in S3 after the streams were deleted",
+        Duration::from_secs(60),
+        || async {
+            let listed = request(s3, Method::GET, "/strand-cold?list-type=2&prefix=node-a/")
+                .send()
+                .await;
+            (keys(&listed.body) == 0).then_some(())
+        },
+    )
+    .await;
 }

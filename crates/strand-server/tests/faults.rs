@@ -14,14 +14,15 @@
 //! `STRAND_FAULTS_CLIENTS`, `STRAND_FAULTS_ACKS`).
 #![allow(clippy::unwrap_used)]
 
-use crate::process;
+use crate::{common, process};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use process::{Server, parse_offset, request, start};
+use common::eventually;
+use process::{Server, eventually_blocking, parse_offset, request, start};
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -50,8 +51,10 @@ enum Sent {
     Lost,
 }
 
+/// Appends `seq` of `client`, again while the server answers 503.
 async fn append(addr: SocketAddr, client: usize, seq: u64) -> Sent {
-    for _ in 0..200 {
+    let what = format!("client {client} seq {seq}: an answer other than 503");
+    eventually(&what, Duration::from_secs(30), || async {
         let reply = request(
             addr,
             "POST",
@@ -66,19 +69,19 @@ async fn append(addr: SocketAddr, client: usize, seq: u64) -> Sent {
         )
         .await;
         match reply {
-            Ok(r) if r.status == 200 || r.status == 204 => {
-                return Sent::Acked(parse_offset(r.header("stream-next-offset").unwrap()));
-            }
-            Ok(r) if r.status == 503 => tokio::time::sleep(Duration::from_millis(20)).await,
+            Ok(r) if r.status == 200 || r.status == 204 => Some(Sent::Acked(parse_offset(
+                r.header("stream-next-offset").unwrap(),
+            ))),
+            Ok(r) if r.status == 503 => None,
             Ok(r) => panic!(
                 "client {client} seq {seq}: {} {}",
                 r.status,
                 String::from_utf8_lossy(&r.body)
             ),
-            Err(_) => return Sent::Lost,
+            Err(_) => Some(Sent::Lost),
         }
-    }
-    panic!("client {client} seq {seq}: 503 for too long");
+    })
+    .await
 }
 
 /// Runs the clients until `target` more appends are acknowledged, then
@@ -126,14 +129,12 @@ async fn round(server: Server, clients: &mut [Client], target: u64) {
             c
         }));
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while acks.load(Ordering::Relaxed) < target && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert!(
-        acks.load(Ordering::Relaxed) >= target,
-        "too few acks before the deadline"
-    );
+    eventually(
+        &format!("{target} acknowledged appends"),
+        Duration::from_secs(120),
+        || async { (acks.load(Ordering::Relaxed) >= target).then_some(()) },
+    )
+    .await;
     // kill -9 while the clients are mid-request.
     let kill = tokio::task::spawn_blocking(move || server.kill9());
     kill.await.unwrap();
@@ -245,28 +246,27 @@ async fn verify(addr: SocketAddr, clients: &[Client]) -> u64 {
 /// A second `strand-server` on a data directory in use exits at once with
 /// an error naming the directory (and leaves the running one alone).
 fn second_process_is_refused(dir: &std::path::Path) {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strand-server"))
-        .args(["--listen", "127.0.0.1:0", "--groups", "2", "--data-dir"])
-        .arg(dir)
-        .env("STRAND_LOG", "off")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("a second server on a data directory in use kept running");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    // Held by a `Server`, whose drop kills it if it does not exit.
+    let mut second = Server {
+        child: strand_testkit::ChildGuard::new(
+            std::process::Command::new(env!("CARGO_BIN_EXE_strand-server"))
+                .args(["--listen", "127.0.0.1:0", "--groups", "2", "--data-dir"])
+                .arg(dir)
+                .env("STRAND_LOG", "off")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ),
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
     };
+    let status = eventually_blocking(
+        "a second server on a data directory in use exits",
+        Duration::from_secs(30),
+        || second.child.try_wait().unwrap(),
+    );
     let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::io::Read::read_to_string(&mut second.child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(!status.success(), "{stderr}");
     assert!(stderr.contains(&dir.display().to_string()), "{stderr}");
     assert!(stderr.contains("in use by another process"), "{stderr}");

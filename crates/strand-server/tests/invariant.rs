@@ -620,31 +620,32 @@ async fn engine_state(s: &TestServer, views: &mut [View]) -> BTreeMap<String, St
 /// soft-deleted source, a change that belongs to what removed the fork,
 /// not to the next request.
 async fn settle(s: &TestServer) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    // Twice in a row with none: an unpin delivered between two groups'
-    // answers may have left a new one in a group already asked.
-    let mut quiet = 0;
-    while quiet < 2 {
-        let mut pending = false;
+    let pending = || async {
         for group in 0..s.engine.group_count() {
-            pending |= s
-                .engine
+            if s.engine
                 .query_group(group, |m| !m.pending_fork_unpins(1).is_empty())
                 .await
-                .unwrap();
+                .unwrap()
+            {
+                return true;
+            }
         }
-        if pending {
-            quiet = 0;
-            assert!(
-                Instant::now() < deadline,
-                "fork unpins still pending after 10 s"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        } else {
-            quiet += 1;
+        false
+    };
+    // Twice in a row with none: an unpin delivered between two groups'
+    // answers may have left a new one in a group already asked.
+    common::eventually(
+        "no fork unpins pending",
+        Duration::from_secs(10),
+        || async {
+            if pending().await {
+                return None;
+            }
             tokio::task::yield_now().await;
-        }
-    }
+            (!pending().await).then_some(())
+        },
+    )
+    .await;
 }
 
 /// HEAD of every pool stream (which expires what is due without renewing

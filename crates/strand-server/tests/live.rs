@@ -30,7 +30,7 @@ async fn long_poll_returns_data_at_once_or_waits_for_it() {
         let req = s.get(&url);
         async move { req.send().await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.parked(1).await;
     assert!(!waiting.is_finished());
     s.post("/v1/stream/lp").text("de").send().await;
     let woken = tokio::time::timeout(Duration::from_secs(3), waiting)
@@ -45,7 +45,7 @@ async fn long_poll_returns_data_at_once_or_waits_for_it() {
         let req = s.get("/v1/stream/lp?offset=now&live=long-poll");
         async move { req.send().await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.parked(1).await;
     s.post("/v1/stream/lp")
         .header("stream-closed", "true")
         .send()
@@ -100,7 +100,7 @@ async fn a_delete_wakes_a_parked_reader() {
         let req = s.get(&format!("/v1/stream/d?offset={}&live=long-poll", off(1)));
         async move { req.send().await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.parked(1).await;
     s.delete("/v1/stream/d").send().await;
     let r = tokio::time::timeout(Duration::from_secs(3), waiting)
         .await
@@ -119,18 +119,13 @@ async fn sse_catches_up_then_streams_with_a_control_after_every_event() {
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     assert_eq!(response.headers()["cache-control"], "no-cache");
     assert!(response.headers().get("stream-sse-data-encoding").is_none());
-    let appender = {
-        let req = s.post("/v1/stream/s").text("more");
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(150)).await;
-            req.send().await
-        })
-    };
-    let text = read_sse(response, Duration::from_secs(3), |t| {
+    let reader = tokio::spawn(read_sse(response, Duration::from_secs(3), |t| {
         t.matches("event: control").count() >= 2
-    })
-    .await;
-    appender.await.unwrap();
+    }));
+    // Caught up and parked: the append streams to it.
+    s.parked(1).await;
+    s.post("/v1/stream/s").text("more").send().await;
+    let text = reader.await.unwrap();
     let expected_first = format!(
         "event: data\ndata:line1\ndata:line2\n\nevent: control\ndata:{{\"streamNextOffset\":\"{}\",\"streamCursor\":\"",
         off(11)
@@ -249,21 +244,16 @@ async fn sse_json_events_are_arrays_and_empty_streams_announce_their_offset() {
         .send()
         .await;
     let response = s.get("/v1/stream/sj?offset=-1&live=sse").open().await;
-    let writer = {
-        let req = s
-            .post("/v1/stream/sj")
-            .header("content-type", "application/json")
-            .body(r#"[{"a":1},{"b":2}]"#);
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            req.send().await
-        })
-    };
-    let text = read_sse(response, Duration::from_secs(3), |t| {
+    let reader = tokio::spawn(read_sse(response, Duration::from_secs(3), |t| {
         t.contains("event: data") && t.matches("event: control").count() >= 2
-    })
-    .await;
-    writer.await.unwrap();
+    }));
+    s.parked(1).await;
+    s.post("/v1/stream/sj")
+        .header("content-type", "application/json")
+        .body(r#"[{"a":1},{"b":2}]"#)
+        .send()
+        .await;
+    let text = reader.await.unwrap();
     let first = format!("event: control\ndata:{{\"streamNextOffset\":\"{}\"", off(0));
     assert!(text.starts_with(&first), "{text}");
     assert!(
@@ -295,7 +285,7 @@ async fn live_readers_are_bounded() {
             tokio::spawn(async move { req.send().await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.parked(2).await;
     let refused = s.get(&url).send().await;
     assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.h("retry-after"), Some("1"));
@@ -324,7 +314,7 @@ async fn shutdown_ends_live_reads() {
         let req = s.get(&format!("/v1/stream/z?offset={}&live=long-poll", off(1)));
         tokio::spawn(async move { req.send().await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.parked(2).await;
     let reader = tokio::spawn(read_sse(sse, Duration::from_secs(20), |_| false));
     let started = std::time::Instant::now();
     s.stop().await;
@@ -350,6 +340,8 @@ async fn sse_delivers_a_burst_of_appends_exactly_once_and_idles_with_controls() 
             .collect();
         tokio::spawn(async move {
             for (i, post) in posts.into_iter().enumerate() {
+                // Bursts of 50 with a pause between: pacing the writer (the
+                // load under test), not waiting for the server.
                 if i % 50 == 0 {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }

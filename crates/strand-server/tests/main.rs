@@ -1,6 +1,6 @@
 //! The integration tests of strand-server, one module per file of `tests/`, in
-//! one binary: `common` serves an in-process server, `process` runs the
-//! `strand-server` binary.
+//! one binary: `common` serves an in-process server (and has the one poll
+//! helper, `eventually`), `process` runs the `strand-server` binary.
 
 mod common;
 mod process;

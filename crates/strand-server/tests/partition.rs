@@ -23,13 +23,14 @@
 //! (`STRAND_PARTITION_ROUNDS`, `STRAND_PARTITION_WRITES`).
 #![allow(clippy::unwrap_used)]
 
-use crate::process;
+use crate::{common, process};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::eventually;
 use process::{Reply, Server, free_port, parse_offset, request, start_args};
 use strand_server::auth::{Claims, Right, sign_hs256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -235,10 +236,10 @@ async fn send(
     }
 }
 
-/// The leader every node of `addrs` reports, once they agree.
-async fn agreed_leader(addrs: &[SocketAddr], deadline: Duration) -> Option<u64> {
-    let until = Instant::now() + deadline;
-    while Instant::now() < until {
+/// The leader every node of `addrs` reports, once they agree (`what`
+/// names the wait).
+async fn agreed_leader(addrs: &[SocketAddr], deadline: Duration, what: &str) -> u64 {
+    eventually(what, deadline, || async {
         let mut leaders = Vec::new();
         for addr in addrs {
             let health = send(
@@ -258,14 +259,12 @@ async fn agreed_leader(addrs: &[SocketAddr], deadline: Duration) -> Option<u64> 
                 _ => None,
             });
         }
-        if let Some(Some(first)) = leaders.first()
-            && leaders.iter().all(|l| *l == Some(*first))
-        {
-            return Some(*first);
+        match leaders.first() {
+            Some(Some(first)) if leaders.iter().all(|l| *l == Some(*first)) => Some(*first),
+            _ => None,
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
+    })
+    .await
 }
 
 /// The stream as `addr` holds it.
@@ -292,39 +291,42 @@ async fn write_until_acked(
     token: &str,
     retries: &mut u64,
 ) -> u64 {
-    let started = Instant::now();
-    for attempt in 0..2_000usize {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{token}: not acknowledged within 60 s"
-        );
-        let addr = addrs[(attempt + seq as usize) % addrs.len()];
-        let reply = send(
-            addr,
-            "POST",
-            "/v1/stream/p",
-            &[
-                ("Content-Type", "text/plain".to_owned()),
-                ("Producer-Id", producer.to_owned()),
-                ("Producer-Epoch", "0".to_owned()),
-                ("Producer-Seq", seq.to_string()),
-            ],
-            token.as_bytes(),
-            Duration::from_secs(3),
-        )
-        .await;
-        match reply {
-            Some(r) if r.status == 200 || r.status == 204 => {
-                return parse_offset(r.header("stream-next-offset").unwrap());
+    let mut attempts = 0usize;
+    let next = eventually(
+        &format!("{token} acknowledged"),
+        Duration::from_secs(60),
+        || {
+            let addr = addrs[(attempts + seq as usize) % addrs.len()];
+            attempts += 1;
+            async move {
+                let reply = send(
+                    addr,
+                    "POST",
+                    "/v1/stream/p",
+                    &[
+                        ("Content-Type", "text/plain".to_owned()),
+                        ("Producer-Id", producer.to_owned()),
+                        ("Producer-Epoch", "0".to_owned()),
+                        ("Producer-Seq", seq.to_string()),
+                    ],
+                    token.as_bytes(),
+                    Duration::from_secs(3),
+                )
+                .await;
+                match reply {
+                    Some(r) if r.status == 200 || r.status == 204 => {
+                        Some(parse_offset(r.header("stream-next-offset").unwrap()))
+                    }
+                    Some(r) if r.status == 503 => None,
+                    Some(r) => panic!("{token}: {} {}", r.status, String::from_utf8_lossy(&r.body)),
+                    None => None,
+                }
             }
-            Some(r) if r.status == 503 => {}
-            Some(r) => panic!("{token}: {} {}", r.status, String::from_utf8_lossy(&r.body)),
-            None => {}
-        }
-        *retries += 1;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{token}: never acknowledged");
+        },
+    )
+    .await;
+    *retries += attempts as u64 - 1;
+    next
 }
 
 /// Every acknowledged write: the majority's writer (producer `w`) and the
@@ -427,16 +429,15 @@ async fn retry_probes(addrs: &[SocketAddr], probes: &mut Probes, from: usize, ac
     }
 }
 
-/// Polls until `addr` holds exactly `expected`.
-async fn caught_up(addr: SocketAddr, expected: &[u8]) -> bool {
-    let until = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < until {
-        if read(addr).await.is_some_and(|b| b == expected) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+/// Polls until `addr` holds exactly `expected` (`what` names the wait).
+async fn caught_up(addr: SocketAddr, expected: &[u8], what: &str) {
+    eventually(what, Duration::from_secs(30), || async {
+        read(addr)
+            .await
+            .is_some_and(|b| b == expected)
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -463,9 +464,12 @@ async fn a_minority_never_acknowledges_and_catches_up_after_the_partition() {
         .collect();
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
     let addr_of = |id: u64| addrs[(id - 1) as usize];
-    let mut leader = agreed_leader(&addrs, Duration::from_secs(60))
-        .await
-        .expect("the cluster elects a leader");
+    let mut leader = agreed_leader(
+        &addrs,
+        Duration::from_secs(60),
+        "the cluster elects a leader",
+    )
+    .await;
 
     // Without the client's token the cluster refuses; with it, a create.
     let r = request(addr_of(leader), "PUT", "/v1/stream/p", &[], b"")
@@ -519,17 +523,17 @@ async fn a_minority_never_acknowledges_and_catches_up_after_the_partition() {
         );
         net.heal();
         let healed = Instant::now();
-        assert!(
-            caught_up(addr_of(cut), &expected).await,
-            "the follower caught up after the heal"
-        );
+        caught_up(
+            addr_of(cut),
+            &expected,
+            "the follower catches up after the heal",
+        )
+        .await;
         follower_catch_up.push(healed.elapsed());
         retry_probes(&majority, &mut follower_probes, first_probe, &mut acks).await;
 
         // The leader cut off alone: it is the minority now.
-        let old = agreed_leader(&addrs, Duration::from_secs(30))
-            .await
-            .expect("one leader after the heal");
+        let old = agreed_leader(&addrs, Duration::from_secs(30), "one leader after the heal").await;
         let majority: Vec<SocketAddr> = (1..=3u64).filter(|id| *id != old).map(addr_of).collect();
         net.isolate(old);
         let cut_at = Instant::now();
@@ -551,9 +555,12 @@ async fn a_minority_never_acknowledges_and_catches_up_after_the_partition() {
         };
         let ((), failover) = tokio::join!(probing, writing);
         failovers.push(failover);
-        let new_leader = agreed_leader(&majority, Duration::from_secs(30))
-            .await
-            .expect("the majority agrees on a leader");
+        let new_leader = agreed_leader(
+            &majority,
+            Duration::from_secs(30),
+            "the majority agrees on a leader",
+        )
+        .await;
         assert_ne!(new_leader, old, "the cut-off leader cannot stay the leader");
         let held = read(addr_of(old)).await.unwrap_or_default();
         assert!(
@@ -562,16 +569,16 @@ async fn a_minority_never_acknowledges_and_catches_up_after_the_partition() {
         );
         net.heal();
         let healed = Instant::now();
-        leader = agreed_leader(&addrs, Duration::from_secs(30))
-            .await
-            .expect("one leader after the heal");
+        leader = agreed_leader(&addrs, Duration::from_secs(30), "one leader after the heal").await;
         retry_probes(&majority, &mut leader_probes, first_probe, &mut acks).await;
         let expected = acks.expected();
         for addr in &addrs {
-            assert!(
-                caught_up(*addr, &expected).await,
-                "{addr} holds every acknowledged write once, at its offset"
-            );
+            caught_up(
+                *addr,
+                &expected,
+                &format!("{addr} holds every acknowledged write once, at its offset"),
+            )
+            .await;
         }
         leader_catch_up.push(healed.elapsed());
     }

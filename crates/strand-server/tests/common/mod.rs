@@ -1,10 +1,11 @@
-//! A real server on an ephemeral loopback port, a manual clock, and a
-//! small HTTP/1.1 client for the integration tests.
+//! A real server on an ephemeral loopback port, a manual clock, a small
+//! HTTP/1.1 client, and [`eventually`], the one way the integration tests
+//! wait for what another task or process does.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -41,6 +42,9 @@ impl TestServer {
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Self {
         let mut config = Config::for_listen("127.0.0.1:0".parse().unwrap());
         config.long_poll_timeout_ms = 300;
+        // The engine is in memory: no default cold tier under ./strand-data
+        // (a test that wants one names its directory).
+        config.memory = true;
         tweak(&mut config);
         let cold = config.cold_tier().unwrap();
         Self::start_cold(config, cold).await
@@ -117,6 +121,45 @@ impl TestServer {
     }
     pub fn delete(&self, path: &str) -> Req {
         self.req(Method::DELETE, path)
+    }
+
+    /// Waits until exactly `n` live readers (long-polls, SSE sessions) are
+    /// parked in the engine: what a test waits for before it appends,
+    /// closes or stops under them.
+    pub async fn parked(&self, n: usize) {
+        eventually(
+            &format!("{n} parked live readers"),
+            Duration::from_secs(10),
+            || async { (self.engine.parked_waiters().await.unwrap() == n).then_some(()) },
+        )
+        .await;
+    }
+}
+
+/// Polls `check` until it answers `Some`, and returns that: how a test
+/// waits for something another task or process does, instead of sleeping.
+/// Polls at once, then every millisecond for 20 ms, then every 10 ms; panics
+/// naming `what` once `deadline` has passed (keep it generous: tests share
+/// a loaded machine).
+pub async fn eventually<T, F>(what: &str, deadline: Duration, mut check: impl FnMut() -> F) -> T
+where
+    F: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(done) = check().await {
+            return done;
+        }
+        let waited = started.elapsed();
+        assert!(waited < deadline, "not within {deadline:?}: {what}");
+        // Quick polls for what is about to happen, fewer for what takes
+        // longer (a flush, an election).
+        let pause = if waited < Duration::from_millis(20) {
+            1
+        } else {
+            10
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }
 

@@ -1,12 +1,13 @@
-//! The `strand-server` binary as a child process, and a tiny HTTP/1.1
-//! client (one connection per request) for the process-level tests.
+//! The `strand-server` binary as a child process, a tiny HTTP/1.1 client
+//! (one connection per request) for the process-level tests, and
+//! [`eventually_blocking`], the waiting of tests that have no runtime.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use strand_testkit::ChildGuard;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -227,4 +228,30 @@ pub fn cluster_node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
         args.push(format!("{}=http://127.0.0.1:{port}", i + 1));
     }
     args
+}
+
+/// Polls `check` until it answers `Some`, and returns that: the blocking
+/// twin of `common::eventually`, for what a test without a runtime waits
+/// for (a child's exit, a socket's queues). Polls at once, then every
+/// millisecond for 20 ms, then every 10 ms; panics naming `what` once
+/// `deadline` has passed.
+pub fn eventually_blocking<T>(
+    what: &str,
+    deadline: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(done) = check() {
+            return done;
+        }
+        let waited = started.elapsed();
+        assert!(waited < deadline, "not within {deadline:?}: {what}");
+        let pause = if waited < Duration::from_millis(20) {
+            1
+        } else {
+            10
+        };
+        std::thread::sleep(Duration::from_millis(pause));
+    }
 }
