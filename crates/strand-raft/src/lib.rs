@@ -62,16 +62,18 @@ mod wire;
 
 pub use batch::BATCHES_IN_FLIGHT;
 pub use error::StartError;
-pub use log_store::{CACHE_BYTES, FSYNC_BUCKETS_US, Fsync, FsyncHistogram, LogStore, Recovery};
+pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
 pub use network::ClusterLinks;
-pub use node::{MessageError, RaftGroupMetrics, RaftGroupStatus, RaftNode, serve_batch};
+pub use node::{MessageError, RaftGroupStatus, RaftNode, serve_batch};
 pub use segment::LogError;
 pub use start::{
     DEFAULT_SNAPSHOT_CHUNK_BYTES, DEFAULT_SNAPSHOT_LOG_BYTES, DurableOptions,
     MAX_SNAPSHOT_CHUNK_BYTES, group_dir, start_durable,
 };
 pub use state_machine::{GroupStateMachine, SnapshotBuilder};
-pub use stats::{LogStats, NetworkStats, SnapshotStats};
+pub use stats::{
+    FSYNC_BUCKETS_US, FsyncHistogram, LogStats, NetworkStats, RaftGroupMetrics, SnapshotStats,
+};
 pub use types::{NodeId, TypeConfig};
 pub use wire::{
     BATCH_PATH, BatchRefused, CLUSTER_TOKEN_HEADER, MAX_BATCH_BODY, MAX_BATCH_MESSAGES,

@@ -38,7 +38,7 @@ use openraft::{
 
 use strand_engine::GroupEntry;
 
-use crate::stats::LogStats;
+use crate::stats::{FSYNC_BUCKETS_US, FsyncHistogram, LogStats};
 use crate::sync::lock;
 
 use crate::segment::{HEADER_LEN, LogError, Tail, check_record, encode_record, scan};
@@ -451,40 +451,6 @@ struct Counters {
     /// most `FSYNC_BUCKETS_US[i]` µs and more than the bound before it;
     /// the last slot the ones above every bound.
     fsync_buckets: [AtomicU64; FSYNC_BUCKETS_US.len() + 1],
-}
-
-/// The upper bounds, in microseconds, of the fsync duration histogram
-/// ([`FsyncHistogram`]).
-pub const FSYNC_BUCKETS_US: [u64; 12] = [
-    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
-];
-
-/// How long a log's fsyncs took: counts per duration bucket.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FsyncHistogram {
-    /// `counts[i]`: fsyncs that took more than `FSYNC_BUCKETS_US[i - 1]`
-    /// (0 for `i = 0`) and at most `FSYNC_BUCKETS_US[i]` µs; the last
-    /// element counts the ones above every bound.
-    pub counts: [u64; FSYNC_BUCKETS_US.len() + 1],
-    /// Their total time, in microseconds.
-    pub sum_us: u64,
-}
-
-impl FsyncHistogram {
-    /// The bucket-wise sum of two histograms.
-    #[must_use]
-    pub fn combined(mut self, other: Self) -> Self {
-        for (a, b) in self.counts.iter_mut().zip(other.counts) {
-            *a = a.saturating_add(b);
-        }
-        self.sum_us = self.sum_us.saturating_add(other.sum_us);
-        self
-    }
-
-    /// How many fsyncs it counts.
-    pub fn count(&self) -> u64 {
-        self.counts.iter().fold(0u64, |a, b| a.saturating_add(*b))
-    }
 }
 
 impl Counters {

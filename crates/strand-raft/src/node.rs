@@ -2,18 +2,15 @@
 //! what only the Raft side knows — the peers' messages for its groups,
 //! its counters, its traffic to its peers.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use strand_engine::{Engine, EntryOutcome, GroupEntry, GroupLog, GroupStatus};
 
-use crate::log_store::FsyncHistogram;
 use crate::network::PeerClient;
 use crate::proposer::RaftGroup;
-use crate::stats::{LogStats, NetworkStats, SnapshotStats};
-use crate::types::NodeId;
+use crate::stats::{LogStats, NetworkStats, RaftGroupMetrics, SnapshotStats};
 use crate::wire::{BatchRefused, RaftMessage, decode_batch, encode_answer};
 
 /// A durable node started with [`start_durable`](crate::start_durable):
@@ -66,33 +63,6 @@ pub struct RaftGroupStatus {
     /// The group's snapshots on this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<SnapshotStats>,
-}
-
-/// A group's Raft figures on one node, for metrics
-/// ([`RaftNode::metrics`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RaftGroupMetrics {
-    /// The group's index.
-    pub group: usize,
-    /// Whether this node leads the group.
-    pub leader: bool,
-    /// The current term.
-    pub term: u64,
-    /// The log index of the last applied entry.
-    pub applied_index: Option<u64>,
-    /// The log index of the last entry known committed.
-    pub committed_index: Option<u64>,
-    /// The last log index this node holds.
-    pub last_log_index: Option<u64>,
-    /// On the leader: how many entries each follower (by node id) lacks;
-    /// empty elsewhere.
-    pub follower_lag: BTreeMap<NodeId, u64>,
-    /// The group's snapshots on this node.
-    pub snapshot: Option<SnapshotStats>,
-    /// The log writer's counters.
-    pub log: LogStats,
-    /// The log writer's fsyncs by duration.
-    pub fsyncs: FsyncHistogram,
 }
 
 impl RaftNode {

@@ -16,9 +16,8 @@ use tokio::sync::mpsc;
 use crate::lock::DirLock;
 use crate::log_store::LogStore;
 use crate::network::{ClusterLinks, PeerClient};
-use crate::node::RaftGroupMetrics;
 use crate::snapshot_file::SnapshotDir;
-use crate::stats::{LogStats, SnapshotStats};
+use crate::stats::{LogStats, RaftGroupMetrics, SnapshotStats};
 use crate::types::TypeConfig;
 use crate::wire::RaftMessage;
 

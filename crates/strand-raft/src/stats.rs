@@ -153,3 +153,65 @@ impl Counters {
         self.failed.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
+
+/// The upper bounds, in microseconds, of the fsync duration histogram
+/// ([`FsyncHistogram`]).
+pub const FSYNC_BUCKETS_US: [u64; 12] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
+];
+
+/// How long a log's fsyncs took: counts per duration bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsyncHistogram {
+    /// `counts[i]`: fsyncs that took more than `FSYNC_BUCKETS_US[i - 1]`
+    /// (0 for `i = 0`) and at most `FSYNC_BUCKETS_US[i]` µs; the last
+    /// element counts the ones above every bound.
+    pub counts: [u64; FSYNC_BUCKETS_US.len() + 1],
+    /// Their total time, in microseconds.
+    pub sum_us: u64,
+}
+
+impl FsyncHistogram {
+    /// The bucket-wise sum of two histograms.
+    #[must_use]
+    pub fn combined(mut self, other: Self) -> Self {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a = a.saturating_add(b);
+        }
+        self.sum_us = self.sum_us.saturating_add(other.sum_us);
+        self
+    }
+
+    /// How many fsyncs it counts.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().fold(0u64, |a, b| a.saturating_add(*b))
+    }
+}
+
+/// A group's Raft figures on one node, for metrics
+/// ([`RaftNode::metrics`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftGroupMetrics {
+    /// The group's index.
+    pub group: usize,
+    /// Whether this node leads the group.
+    pub leader: bool,
+    /// The current term.
+    pub term: u64,
+    /// The log index of the last applied entry.
+    pub applied_index: Option<u64>,
+    /// The log index of the last entry known committed.
+    pub committed_index: Option<u64>,
+    /// The last log index this node holds.
+    pub last_log_index: Option<u64>,
+    /// On the leader: how many entries each follower (by its node id)
+    /// lacks;
+    /// empty elsewhere.
+    pub follower_lag: std::collections::BTreeMap<u64, u64>,
+    /// The group's snapshots on this node.
+    pub snapshot: Option<SnapshotStats>,
+    /// The log writer's counters.
+    pub log: LogStats,
+    /// The log writer's fsyncs by duration.
+    pub fsyncs: FsyncHistogram,
+}

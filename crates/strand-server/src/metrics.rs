@@ -24,8 +24,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::state::AppState;
-
 /// A request's labels: its route class, method and status.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -260,21 +258,33 @@ fn group_gauges(
     registry.register(name, help, family);
 }
 
-/// The node's metrics as the Prometheus text format: the server's own
-/// counters, then what the groups, the cold tier and the Raft side hold
-/// now.
-pub(crate) async fn render(state: &AppState) -> Result<String, std::fmt::Error> {
-    let mut out = String::new();
-    prometheus_client::encoding::prometheus_text::encode(&mut out, &state.metrics.registry)?;
-    let scrape = scrape(state).await;
-    prometheus_client::encoding::prometheus_text::encode(&mut out, &scrape)?;
-    Ok(out)
+/// What a scrape reads besides the server's own counters.
+pub(crate) struct Sources<'a> {
+    /// The node's groups.
+    pub(crate) engine: &'a strand_engine::Engine,
+    /// The cold tier, if the node has one.
+    pub(crate) cold: Option<&'a strand_cold::ColdTier>,
+    /// The Raft side of a durable node.
+    pub(crate) raft: Option<&'a strand_raft::RaftNode>,
+}
+
+impl Metrics {
+    /// The node's metrics as the Prometheus text format: the server's own
+    /// counters, then what the groups, the cold tier and the Raft side
+    /// hold now.
+    pub(crate) async fn render(&self, sources: Sources<'_>) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?;
+        let scrape = scrape(sources).await;
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &scrape)?;
+        Ok(out)
+    }
 }
 
 /// A registry of what the node holds now.
-async fn scrape(state: &AppState) -> Registry {
+async fn scrape(sources: Sources<'_>) -> Registry {
     let mut r = Registry::with_prefix("strand");
-    let engine = &state.engine;
+    let engine = sources.engine;
     // The groups' machines: hot bytes, streams, buckets.
     let mut hot = Vec::new();
     let mut streams = 0u64;
@@ -319,10 +329,10 @@ async fn scrape(state: &AppState) -> Registry {
         "Buckets on this node's groups",
         buckets.len() as u64,
     );
-    if let Some(cold) = &state.cold {
+    if let Some(cold) = sources.cold {
         cold_metrics(&mut r, cold.stats());
     }
-    if let Some(raft) = &state.raft {
+    if let Some(raft) = sources.raft {
         raft_metrics(&mut r, raft);
     }
     r

@@ -126,7 +126,12 @@ async fn health(state: &AppState) -> Response {
 /// `GET /metrics`: the node's metrics in the Prometheus text format
 /// (`crate::metrics`).
 async fn metrics_route(state: &AppState) -> Response {
-    match crate::metrics::render(state).await {
+    let sources = crate::metrics::Sources {
+        engine: &state.engine,
+        cold: state.cold.as_ref(),
+        raft: state.raft.as_ref(),
+    };
+    match state.metrics.render(sources).await {
         Ok(text) => (
             StatusCode::OK,
             [(
