@@ -3,13 +3,23 @@
 //! This crate owns the binary and nothing else: argument parsing, file
 //! handling (detection, progress bars, atomic output) and reports. All
 //! state-machine and snapshot logic comes from the `strand` facade and
-//! `strand-snapshot`.
+//! `strand-snapshot`; the live commands are thin HTTP clients of a running
+//! strand-server ([`remote`]), which know its routes and JSON, not its
+//! code.
 //!
 //! * `strand snapshot verify FILE...` ([`verify`])
 //! * `strand snapshot inspect FILE [--stream ID] [--json]` ([`inspect`])
 //! * `strand snapshot convert IN OUT --to json|binary [--force]` ([`convert`])
 //! * `strand replay LOG [--from SNAPSHOT] [--snapshot-out FILE]` ([`replay`])
 //! * `strand demo` ([`demo`])
+//! * `strand status --url URL [--json] [--cold]` ([`remote::status`])
+//! * `strand append --url URL STREAM [DATA | --file F] [--content-type CT]
+//!   [--create] [--close]` ([`remote::append`])
+//! * `strand tail --url URL STREAM [--from OFFSET] [--max-events N]`
+//!   ([`remote::tail`])
+//!
+//! The live commands take `--token` (or `STRAND_TOKEN`) as a bearer token,
+//! and `--url` may come from `STRAND_URL`.
 //!
 //! Exit codes: 0 on success, 1 when an input is invalid or an operation
 //! fails, 2 on usage errors (from clap).
@@ -25,6 +35,7 @@ mod inspect;
 mod json_stream;
 mod output;
 mod read;
+mod remote;
 mod replay;
 mod sinks;
 mod verify;
@@ -39,7 +50,8 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "strand",
     version,
-    about = "Verify, inspect and convert strand snapshots, replay command logs, run the quickstart"
+    about = "Verify, inspect and convert strand snapshots, replay command logs, run the quickstart, \
+             and check, append to and follow a running strand-server"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -56,6 +68,12 @@ enum Command {
     Replay(replay::Args),
     /// Run the quickstart workload in-process and verify its snapshot.
     Demo(demo::Args),
+    /// Show a running server's health: status, mode, groups and counters.
+    Status(remote::status::Args),
+    /// Append to a stream on a running server; print the new tail offset.
+    Append(remote::append::Args),
+    /// Follow a stream on a running server over server-sent events.
+    Tail(remote::tail::Args),
 }
 
 /// `strand snapshot ...`.
@@ -80,6 +98,9 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Snapshot(SnapshotCommand::Convert(args)) => convert::run(args, &mut out),
         Command::Replay(args) => replay::run(args, &mut out, &mut stderr.lock()),
         Command::Demo(args) => demo::run(args, &mut out),
+        Command::Status(args) => remote::status::run(args, &mut out),
+        Command::Append(args) => remote::append::run(args, &mut out),
+        Command::Tail(args) => remote::tail::run(args, &mut out),
     }?;
     out.flush()?;
     Ok(code)

@@ -9,6 +9,7 @@ mod common;
 mod convert;
 mod demo;
 mod inspect;
+mod live;
 mod profile;
 mod replay;
 mod verify;
