@@ -16,31 +16,7 @@ use strand_raft::{
     DurableOptions, Fsync, LogError, LogStats, LogStore, RaftNode, group_dir, start_durable,
 };
 
-/// Polls `check` until it answers `Some`, and returns that: how a test
-/// waits for what the node does in the background, instead of sleeping.
-/// Polls at once, then every millisecond for 20 ms, then every 10 ms; panics
-/// naming `what` once `deadline` has passed.
-async fn eventually<T, F>(what: &str, deadline: Duration, mut check: impl FnMut() -> F) -> T
-where
-    F: Future<Output = Option<T>>,
-{
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(done) = check().await {
-            return done;
-        }
-        let waited = started.elapsed();
-        assert!(waited < deadline, "not within {deadline:?}: {what}");
-        // Quick polls for what is about to happen, fewer for what takes
-        // longer (a flush, an election).
-        let pause = if waited < Duration::from_millis(20) {
-            1
-        } else {
-            10
-        };
-        tokio::time::sleep(Duration::from_millis(pause)).await;
-    }
-}
+use strand_testkit::eventually;
 
 fn config() -> EngineConfig {
     EngineConfig {

@@ -1,14 +1,20 @@
-//! strand-testkit: test support shared by strand-server's integration
-//! tests and `xtask`, which are different crates and so cannot share a
-//! module.
+//! strand-testkit: test support shared by strand's integration tests and
+//! `xtask`, which are different crates and so cannot share a module.
 //!
 //! It holds [`ChildGuard`], the one way those start a process they must
 //! stop: a [`Child`] that is killed and reaped when the guard is dropped,
 //! so no server (or moto, or node) outlives the test or the xtask run that
-//! started it, whether that returns, fails with `?` or panics.
+//! started it, whether that returns, fails with `?` or panics; and
+//! [`eventually`] / [`eventually_blocking`], the one way a test waits for
+//! what another task or process does: a condition polled with a deadline.
 //!
-//! It depends on `std` alone, and only tests and tools may depend on it:
-//! no library or binary crate of strand does.
+//! It depends on no strand crate (and on tokio's clock alone), and only
+//! tests and tools may depend on it: no library or binary crate of strand
+//! does.
+
+mod wait;
+
+pub use wait::{eventually, eventually_blocking};
 
 use std::io;
 use std::ops::{Deref, DerefMut};

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -136,32 +136,7 @@ impl TestServer {
     }
 }
 
-/// Polls `check` until it answers `Some`, and returns that: how a test
-/// waits for something another task or process does, instead of sleeping.
-/// Polls at once, then every millisecond for 20 ms, then every 10 ms; panics
-/// naming `what` once `deadline` has passed (keep it generous: tests share
-/// a loaded machine).
-pub async fn eventually<T, F>(what: &str, deadline: Duration, mut check: impl FnMut() -> F) -> T
-where
-    F: Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(done) = check().await {
-            return done;
-        }
-        let waited = started.elapsed();
-        assert!(waited < deadline, "not within {deadline:?}: {what}");
-        // Quick polls for what is about to happen, fewer for what takes
-        // longer (a flush, an election).
-        let pause = if waited < Duration::from_millis(20) {
-            1
-        } else {
-            10
-        };
-        tokio::time::sleep(Duration::from_millis(pause)).await;
-    }
-}
+pub use strand_testkit::eventually;
 
 /// Starts a request to `addr`.
 pub fn request(addr: SocketAddr, method: Method, path: &str) -> Req {

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use strand_testkit::ChildGuard;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -230,28 +230,4 @@ pub fn cluster_node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
     args
 }
 
-/// Polls `check` until it answers `Some`, and returns that: the blocking
-/// twin of `common::eventually`, for what a test without a runtime waits
-/// for (a child's exit, a socket's queues). Polls at once, then every
-/// millisecond for 20 ms, then every 10 ms; panics naming `what` once
-/// `deadline` has passed.
-pub fn eventually_blocking<T>(
-    what: &str,
-    deadline: Duration,
-    mut check: impl FnMut() -> Option<T>,
-) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(done) = check() {
-            return done;
-        }
-        let waited = started.elapsed();
-        assert!(waited < deadline, "not within {deadline:?}: {what}");
-        let pause = if waited < Duration::from_millis(20) {
-            1
-        } else {
-            10
-        };
-        std::thread::sleep(Duration::from_millis(pause));
-    }
-}
+pub use strand_testkit::eventually_blocking;
