@@ -4,12 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use prometheus_parse::{Sample, Scrape, Value};
 
-use crate::common::TestServer;
+use crate::common::{TestServer, eventually};
 use crate::process;
 
 /// Parses a scrape; every line must be valid exposition text.
@@ -71,8 +71,7 @@ async fn a_node_in_memory_counts_requests_appends_and_live_readers() {
         let req = s.get("/v1/stream/secret-orders?offset=now&live=long-poll");
         async move { req.send().await }
     });
-    let until = Instant::now() + Duration::from_secs(10);
-    let scrape = loop {
+    let scrape = eventually("the long-poll counted", Duration::from_secs(10), || async {
         let r = s.admin(Method::GET, "/metrics").send().await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.text());
         assert!(
@@ -81,13 +80,13 @@ async fn a_node_in_memory_counts_requests_appends_and_live_readers() {
                 .starts_with("text/plain; version=0.0.4")
         );
         let scrape = parse(r.text());
-        if value(&scrape, "strand_live_readers", &[("mode", "long-poll")]) == 1.0 {
+        let parked = value(&scrape, "strand_live_readers", &[("mode", "long-poll")]) == 1.0;
+        parked.then(|| {
             assert_no_names(r.text(), &["secret-orders", "missing-one"]);
-            break scrape;
-        }
-        assert!(Instant::now() < until, "the long-poll never counted");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+            scrape
+        })
+    })
+    .await;
     let post = [("route", "stream"), ("method", "POST"), ("status", "204")];
     assert_eq!(value(&scrape, "strand_http_requests_total", &post), 3.0);
     let missing = [("route", "stream"), ("method", "GET"), ("status", "404")];
@@ -175,22 +174,23 @@ async fn sse_readers_and_events_are_counted() {
     s.stop().await;
 }
 
-/// `GET /metrics` on a durable node's admin listener, and the scrape once
-/// `pred` holds (or the last one after 20 s).
+/// `GET /metrics` on a durable node's admin listener: the first scrape
+/// for which `pred` holds (within 20 s).
 async fn scrape_until(admin: SocketAddr, pred: impl Fn(&Scrape) -> bool) -> (String, Scrape) {
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = process::request(admin, "GET", "/metrics", &[], b"")
-            .await
-            .unwrap();
-        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-        let text = String::from_utf8(r.body).unwrap();
-        let scrape = parse(&text);
-        if pred(&scrape) || Instant::now() >= until {
-            return (text, scrape);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "a scrape that shows it",
+        Duration::from_secs(20),
+        || async {
+            let r = process::request(admin, "GET", "/metrics", &[], b"")
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            let text = String::from_utf8(r.body).unwrap();
+            let scrape = parse(&text);
+            pred(&scrape).then_some((text, scrape))
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,9 +282,7 @@ async fn a_cluster_leader_reports_replication_to_its_followers() {
         .collect();
     let admins: Vec<SocketAddr> = nodes.iter().map(|n| process::admin_addr(n.addr)).collect();
     // Wait for a leader, then write through it so every node has entries.
-    let mut leader = None;
-    let until = Instant::now() + Duration::from_secs(30);
-    while leader.is_none() {
+    let leader = eventually("a leader of group 0", Duration::from_secs(30), || async {
         for (i, admin) in admins.iter().enumerate() {
             let r = process::request(*admin, "GET", "/metrics", &[], b"")
                 .await
@@ -294,15 +292,12 @@ async fn a_cluster_leader_reports_replication_to_its_followers() {
                 .iter()
                 .any(|x| matches!(x.value, Value::Gauge(v) if v == 1.0))
             {
-                leader = Some(i);
+                return Some(i);
             }
         }
-        assert!(Instant::now() < until, "no leader within 30 s");
-        if leader.is_none() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-    let leader = leader.unwrap();
+        None
+    })
+    .await;
     let addr = nodes[leader].addr;
     let r = process::request(addr, "PUT", "/v1/stream/c", &[], b"")
         .await

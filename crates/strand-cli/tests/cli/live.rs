@@ -8,7 +8,7 @@ use std::borrow::BorrowMut;
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -183,14 +183,11 @@ fn status_of_a_durable_node_lists_its_groups() {
         config.groups = 2;
     });
     // The node elects itself in each group: 503 and exit 1 until then.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let output = loop {
-        let output = server.run(&["status"]).output().unwrap();
-        if output.status.code() == Some(0) || Instant::now() > deadline {
-            break output;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let output =
+        strand_testkit::eventually_blocking("every group elected", Duration::from_secs(20), || {
+            let output = server.run(&["status"]).output().unwrap();
+            (output.status.code() == Some(0)).then_some(output)
+        });
     let table = stdout_of(&output);
     assert_eq!(
         output.status.code(),
@@ -385,7 +382,8 @@ fn tail_follows_new_appends() {
     );
     let url = server.url.clone();
     let writer = std::thread::spawn(move || {
-        // Past the first response's end.
+        // Past the first response's end (the server ends each SSE
+        // response after 300 ms): the reconnect is what is under test.
         std::thread::sleep(Duration::from_millis(800));
         for (line, close) in [("one\n", None), ("two\n", Some("--close"))] {
             let output = strand()
