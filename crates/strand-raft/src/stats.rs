@@ -189,7 +189,7 @@ impl FsyncHistogram {
 }
 
 /// A group's Raft figures on one node, for metrics
-/// ([`RaftNode::metrics`]).
+/// ([`RaftNode::metrics`](crate::RaftNode::metrics)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaftGroupMetrics {
     /// The group's index.
