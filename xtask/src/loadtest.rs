@@ -43,7 +43,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -52,8 +51,8 @@ use serde_json::Value;
 
 use crate::npm::prepare_packages;
 use crate::servers::{
-    ServerGuard, command_on, loopback_addr, pin_servers, server_command, spawn_polled, start_node,
-    start_strand, start_strand_cluster,
+    ServerGuard, command_on, free_port, loopback_addr, pin_servers, server_command, spawn_polled,
+    start_node, start_strand, start_strand_cluster,
 };
 use crate::{cargo, run, target_dir};
 
@@ -706,14 +705,6 @@ pub(crate) fn ensure_peer(root: &Path, peer: &PeerCrate) -> Result<(), String> {
     .arg(&install_root);
     run(cmd)?;
     fs::write(&stamp, version).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
-}
-
-/// A free loopback port (free when asked; the server binds it next).
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("no free port: {e}"))
-        .map(|a| a.port())
 }
 
 /// Starts the Rust community server in memory on a free loopback port and

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use strand_testkit::ChildGuard;
 
-use crate::servers::{ServerGuard, build_strand, start_strand_cluster, use_debug_build};
+use crate::servers::{ServerGuard, build_strand, free_port, start_strand_cluster, use_debug_build};
 use crate::target_dir;
 
 /// Usage of the task.
@@ -198,13 +198,6 @@ fn admin_addr(node: &ServerGuard) -> Result<SocketAddr, String> {
         .find_map(|l| l.strip_prefix("strand-server admin listening on "))
         .ok_or_else(|| format!("{} names no admin listener", node.log.display()))?;
     crate::servers::loopback_addr(url.trim())
-}
-
-fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("cannot find a free port: {e}"))
 }
 
 /// Polls `check` every 100 ms until it holds, for at most `limit`.

@@ -186,20 +186,17 @@ pub(crate) fn strand_binary(root: &Path) -> PathBuf {
         .join(format!("strand-server{}", std::env::consts::EXE_SUFFIX))
 }
 
+/// A free loopback port (free when asked; the server binds it next).
+pub(crate) fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot find a free port: {e}"))
+}
+
 /// Three free loopback ports, one per node of a cluster.
 fn cluster_ports() -> Result<Vec<u16>, String> {
-    let mut ports = Vec::new();
-    for _ in 0..3 {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| format!("cannot find a free port: {e}"))?;
-        ports.push(
-            listener
-                .local_addr()
-                .map_err(|e| format!("cannot find a free port: {e}"))?
-                .port(),
-        );
-    }
-    Ok(ports)
+    (0..3).map(|_| free_port()).collect()
 }
 
 /// The arguments of node `id` (1-based) of a three-node cluster on
