@@ -24,6 +24,8 @@ impl StreamStateMachine {
     /// * every stream with an expiry has an entry for it in the TTL index
     ///   (unless forks keep it past its expiry);
     /// * the count of soft-deleted streams matches the registry;
+    /// * the registry's path index holds every live stream, once, under its
+    ///   own path;
     /// * in the corrected profile, every bucket's usage gauges
     ///   (`stream_count`, `retained_bytes`) equal their recomputation from
     ///   the streams (the reference profile's drift, a quirk it keeps).
@@ -94,6 +96,7 @@ impl StreamStateMachine {
                 self.hot_bytes
             ));
         }
+        self.check_path_index()?;
         if soft_deleted != self.soft_deleted_streams {
             return Err(format!(
                 "{} soft-deleted streams counted, {soft_deleted} in the registry",
@@ -155,6 +158,10 @@ impl StreamStateMachine {
             self.hot_bytes
         );
         self.hot_bytes = self.hot_bytes.saturating_sub(n);
+    }
+
+    fn check_path_index(&self) -> Result<(), String> {
+        self.registry.check_path_index()
     }
 
     /// [`StreamStateMachine::check_invariants`] in debug builds: panics on

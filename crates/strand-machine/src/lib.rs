@@ -63,6 +63,7 @@ pub use fork::ForkProbe;
 pub use invariants::set_debug_invariant_checks;
 pub use machine::StreamStateMachine;
 pub use persist::MachineRestorer;
+pub use queries::ListedStream;
 pub use read::HotRead;
 pub use response::{StreamErrorCode, StreamErrorContext, StreamResponse};
 pub use strand_snapshot::SnapshotTail;

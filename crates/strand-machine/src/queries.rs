@@ -16,6 +16,19 @@ use crate::machine::StreamStateMachine;
 use crate::response::{StreamErrorCode, StreamResponse};
 use crate::scope::not_found;
 
+/// A stream as [`StreamStateMachine::streams_by_path`] lists it.
+#[derive(Debug, Clone, Copy)]
+pub struct ListedStream<'a> {
+    /// Its path inside the bucket: `affinity/stream` or `stream`.
+    pub path: &'a str,
+    /// Its head.
+    pub metadata: &'a StreamMetadata,
+    /// Its attributes, if any.
+    pub attrs: Option<&'a StreamAttrs>,
+    /// The first offset still readable (retention's start).
+    pub retained_offset: u64,
+}
+
 impl StreamStateMachine {
     /// The stream's metadata (no expiry check).
     pub fn head(&self, stream_id: &BucketStreamId) -> Option<&StreamMetadata> {
@@ -30,6 +43,31 @@ impl StreamStateMachine {
     pub fn head_at(&mut self, stream_id: &BucketStreamId, now_ms: u64) -> Option<&StreamMetadata> {
         self.expire_if_due(stream_id, now_ms);
         self.registry.get(stream_id).map(|s| &s.metadata)
+    }
+
+    /// The live streams of `bucket_id` in path order — a path is
+    /// `affinity/stream`, or `stream` without an affinity key — from the
+    /// lower bound `from` (`Bound::Unbounded` for the first). Streams
+    /// expired at `now_ms` but not yet removed, and soft-deleted ones, are
+    /// skipped. The machine keeps its streams ordered by path, so a page of
+    /// a listing costs its length, not the bucket's size.
+    pub fn streams_by_path<'a>(
+        &'a self,
+        bucket_id: &str,
+        from: std::ops::Bound<&str>,
+        now_ms: u64,
+    ) -> impl Iterator<Item = ListedStream<'a>> + 'a {
+        self.registry
+            .paths_from(bucket_id, from)
+            .filter(move |(_, slot)| {
+                !slot.soft_deleted() && !crate::ttl::expired(&slot.metadata, now_ms)
+            })
+            .map(|(path, slot)| ListedStream {
+                path,
+                metadata: &slot.metadata,
+                attrs: slot.attrs(),
+                retained_offset: slot.retained_offset(),
+            })
     }
 
     /// The stream's attributes, if any.

@@ -2,7 +2,8 @@
 //! order (LIFO reuse of freed indices, versions) used by snapshot ordering
 //! and TTL tie-breaks (spec 03 §7.1, 07 §3.2), plus an id index that stores
 //! only arena indices (the id itself lives once, in the slot's metadata,
-//! and the version in the arena).
+//! and the version in the arena), and an ordered index of each bucket's
+//! streams by path (`[affinity/]stream`) for listings.
 
 use std::collections::BTreeMap;
 
@@ -58,8 +59,25 @@ pub(crate) struct Registry {
     /// bytes a bucket, the version is the arena's.
     index: HashTable<u32>,
     hasher: RandomState,
-    /// Live streams per bucket.
-    per_bucket: BTreeMap<String, usize>,
+    /// Live streams per bucket, by path (`[affinity/]stream`), each to its
+    /// arena index. Not part of any format: rebuilt as streams come and go.
+    by_path: BTreeMap<String, BTreeMap<Box<str>, u32>>,
+}
+
+/// A stream's path inside its bucket: `affinity/stream` or `stream`. Ids
+/// hold no `/` (spec 01 §16.2), so two ids never share a path; a key that
+/// is taken anyway (an id that bypassed validation) is made unique with
+/// its arena index (see [`Registry::insert`]).
+pub(crate) fn path_of(id: &BucketStreamId) -> String {
+    match &id.affinity_key {
+        Some(affinity) => format!("{affinity}/{}", id.stream_id),
+        None => id.stream_id.clone(),
+    }
+}
+
+/// The fallback key of a path that is taken.
+fn unique_path(path: &str, index: u32) -> Box<str> {
+    format!("{path}\0{index}").into_boxed_str()
 }
 
 impl Default for Registry {
@@ -69,7 +87,7 @@ impl Default for Registry {
             free: Vec::new(),
             index: HashTable::new(),
             hasher: hasher(),
-            per_bucket: BTreeMap::new(),
+            by_path: BTreeMap::new(),
         }
     }
 }
@@ -141,10 +159,8 @@ impl Registry {
     /// Inserts a new stream (its id must not be live); returns its key.
     pub(crate) fn insert(&mut self, slot: StreamSlot) -> SlotKey {
         let hash = self.hasher.hash_one(slot.id());
-        *self
-            .per_bucket
-            .entry(slot.id().bucket_id.clone())
-            .or_insert(0) += 1;
+        let bucket = slot.id().bucket_id.clone();
+        let path = path_of(slot.id());
         let key = if let Some(index) = self.free.pop() {
             let key = SlotKey { index, version: 0 };
             let e = &mut self.arena[key.position()];
@@ -166,6 +182,12 @@ impl Registry {
         self.index.insert_unique(hash, key.index, |i| {
             live_at(arena, *i).map_or(0, |s| hasher.hash_one(s.id()))
         });
+        let paths = self.by_path.entry(bucket).or_default();
+        if paths.contains_key(path.as_str()) {
+            paths.insert(unique_path(&path, key.index), key.index);
+        } else {
+            paths.insert(path.into_boxed_str(), key.index);
+        }
         key
     }
 
@@ -182,10 +204,15 @@ impl Registry {
         let slot = e.slot.take()?;
         e.version = e.version.wrapping_add(1);
         self.free.push(index);
-        if let Some(count) = self.per_bucket.get_mut(&id.bucket_id) {
-            *count -= 1;
-            if *count == 0 {
-                self.per_bucket.remove(&id.bucket_id);
+        if let Some(paths) = self.by_path.get_mut(&id.bucket_id) {
+            let path = path_of(id);
+            if paths.get(path.as_str()) == Some(&index) {
+                paths.remove(path.as_str());
+            } else {
+                paths.remove(&unique_path(&path, index));
+            }
+            if paths.is_empty() {
+                self.by_path.remove(&id.bucket_id);
             }
         }
         Some(*slot)
@@ -214,13 +241,9 @@ impl Registry {
     /// Ids of live streams in `bucket_id`, ordered by (stream, affinity with
     /// `None` first).
     pub(crate) fn ids_in_bucket(&self, bucket_id: &str) -> Vec<BucketStreamId> {
-        if !self.bucket_has_streams(bucket_id) {
-            return Vec::new();
-        }
         let mut ids: Vec<BucketStreamId> = self
-            .slots_in_arena_order()
-            .filter(|s| s.id().bucket_id == bucket_id)
-            .map(|s| s.id().clone())
+            .paths_from(bucket_id, std::ops::Bound::Unbounded)
+            .map(|(_, s)| s.id().clone())
             .collect();
         ids.sort();
         ids
@@ -228,6 +251,55 @@ impl Registry {
 
     /// Whether any live stream belongs to `bucket_id`.
     pub(crate) fn bucket_has_streams(&self, bucket_id: &str) -> bool {
-        self.per_bucket.contains_key(bucket_id)
+        self.by_path.contains_key(bucket_id)
+    }
+
+    /// Live streams of `bucket_id` in path order, from the lower bound
+    /// `from`. No hashing, no sort: a range of the ordered index.
+    pub(crate) fn paths_from<'a>(
+        &'a self,
+        bucket_id: &str,
+        from: std::ops::Bound<&str>,
+    ) -> impl Iterator<Item = (&'a str, &'a StreamSlot)> + 'a {
+        use std::ops::Bound;
+        let lower = from;
+        self.by_path
+            .get(bucket_id)
+            .map(|paths| paths.range::<str, _>((lower, Bound::Unbounded)))
+            .into_iter()
+            .flatten()
+            .filter_map(|(path, index)| Some((&**path, live_at(&self.arena, *index)?)))
+    }
+
+    /// Checks that the path index holds every live stream once, under its
+    /// own bucket and path.
+    pub(crate) fn check_path_index(&self) -> Result<(), String> {
+        let mut listed = 0usize;
+        for (bucket, paths) in &self.by_path {
+            if paths.is_empty() {
+                return Err(format!("bucket '{bucket}' has an empty path index"));
+            }
+            for (path, index) in paths {
+                let slot = live_at(&self.arena, *index)
+                    .ok_or_else(|| format!("path '{bucket}/{path}' names a free slot"))?;
+                let own = path_of(slot.id());
+                if slot.id().bucket_id != *bucket
+                    || (**path != *own && *path != unique_path(&own, *index))
+                {
+                    return Err(format!(
+                        "path '{bucket}/{path}' names stream '{}'",
+                        slot.id()
+                    ));
+                }
+                listed += 1;
+            }
+        }
+        if listed != self.len() {
+            return Err(format!(
+                "the path index lists {listed} streams, the registry holds {}",
+                self.len()
+            ));
+        }
+        Ok(())
     }
 }

@@ -15,6 +15,7 @@ mod corrected_profile;
 mod corrected_receipts;
 mod error_wire;
 mod forks;
+mod listing;
 mod plan_largest;
 mod prop_corrected;
 mod prop_forks;

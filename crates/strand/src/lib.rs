@@ -23,8 +23,8 @@ pub struct ReadmeDoctests;
 
 pub use strand_integrity::StreamIntegritySnapshot;
 pub use strand_machine::{
-    ColdFlushSlices, ForkProbe, HotRead, MachineRestorer, SnapshotTail, StreamCommand,
-    StreamErrorCode, StreamErrorContext, StreamResponse, StreamStateMachine,
+    ColdFlushSlices, ForkProbe, HotRead, ListedStream, MachineRestorer, SnapshotTail,
+    StreamCommand, StreamErrorCode, StreamErrorContext, StreamResponse, StreamStateMachine,
 };
 pub use strand_machine::{
     RestoreError, restore_from, restore_from_slice, restore_from_with_limits, write_snapshot,
