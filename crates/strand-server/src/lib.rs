@@ -32,6 +32,7 @@ mod errors;
 pub mod headers;
 pub mod json_mode;
 pub mod limits;
+mod listing;
 mod live;
 pub mod metrics;
 mod names;

@@ -319,6 +319,7 @@ pub(crate) async fn sse(state: &AppState, target: &StreamRequest, query: ReadQue
         state: state.clone(),
         target: StreamRequest {
             id: target.id.clone(),
+            name: target.name.clone(),
             layout: target.layout,
             path: String::new(),
             authority: None,

@@ -166,11 +166,23 @@ fn hashed(bucket: &str, canonical: &str) -> BucketStreamId {
         .take(HASH_HEX / 2)
         .map(|b| format!("{b:02x}"))
         .collect();
-    // `~` + readable + `~` + hash, within the combined limit.
-    let room = MAX_STREAM_PATH_BYTES
+    let readable = readable(canonical, readable_room(bucket));
+    BucketStreamId::new(bucket, format!("~{readable}~{hex}"))
+}
+
+/// How many characters of readable text a hashed id of `bucket` holds:
+/// `~` + readable + `~` + hash, within the combined limit.
+fn readable_room(bucket: &str) -> usize {
+    MAX_STREAM_PATH_BYTES
         .saturating_sub(bucket.len() + 1 + 2 + HASH_HEX)
-        .min(READABLE_MAX);
-    let readable: String = canonical
+        .min(READABLE_MAX)
+}
+
+/// The readable rendering of (the start of) a canonical name, at most
+/// `room` characters: a character-wise map, so the rendering of a prefix
+/// is a prefix of the rendering of every name that starts with it.
+fn readable(canonical: &str, room: usize) -> String {
+    canonical
         .chars()
         .map(|c| match c {
             'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
@@ -178,8 +190,109 @@ fn hashed(bucket: &str, canonical: &str) -> BucketStreamId {
             _ => '_',
         })
         .take(room)
-        .collect();
-    BucketStreamId::new(bucket, format!("~{readable}~{hex}"))
+        .collect()
+}
+
+/// The attribute a hashed stream of the mount keeps its canonical name
+/// under (in `metadata`), so listings can show and filter by the name
+/// the id no longer holds. Checked against the id's hash when read.
+pub(crate) const NAME_ATTR: &str = "strand.name";
+
+/// The attributes a stream is created with: for a hashed id, the
+/// client's `attrs` (if any) with the canonical name added under
+/// [`NAME_ATTR`]; any other id's attributes unchanged.
+pub(crate) fn with_name(
+    id: &BucketStreamId,
+    name: &str,
+    attrs: Option<strand::StreamAttrs>,
+) -> Option<strand::StreamAttrs> {
+    if !is_hashed(id) || hashed(&id.bucket_id, name) != *id {
+        return attrs;
+    }
+    let mut attrs = attrs.unwrap_or_default();
+    attrs.metadata.insert(
+        NAME_ATTR.to_owned(),
+        serde_json::Value::String(name.to_owned()),
+    );
+    Some(attrs)
+}
+
+/// Whether `existing` attributes are `given` ones as a stream created
+/// before hashed streams kept their name holds them: the same, without
+/// [`NAME_ATTR`]. Such a stream's create is repeated without the name, so
+/// that it stays idempotent.
+pub(crate) fn created_without_name(
+    existing: Option<&strand::StreamAttrs>,
+    given: Option<&strand::StreamAttrs>,
+) -> bool {
+    let Some(given) = given else {
+        return false;
+    };
+    if existing.is_some_and(|e| e.metadata.contains_key(NAME_ATTR)) {
+        return false;
+    }
+    let mut stripped = given.clone();
+    stripped.metadata.remove(NAME_ATTR);
+    // The machine stores empty attributes as none.
+    let stripped = (!stripped.is_empty()).then_some(stripped);
+    stripped.as_ref() == existing
+}
+
+/// The canonical name a hashed stream keeps in its attributes, when it
+/// hashes to the stream's id.
+pub(crate) fn kept_name<'a>(
+    id: &BucketStreamId,
+    attrs: Option<&'a strand::StreamAttrs>,
+) -> Option<&'a str> {
+    let name = attrs?.metadata.get(NAME_ATTR)?.as_str()?;
+    (is_hashed(id) && hashed(&id.bucket_id, name) == *id).then_some(name)
+}
+
+fn is_hashed(id: &BucketStreamId) -> bool {
+    id.affinity_key.is_none() && id.stream_id.starts_with('~')
+}
+
+/// The name a listing shows for the stream at `path` (`[affinity/]stream`)
+/// of `bucket`: on the mount's bucket the canonical name — a hashed
+/// stream's from its [`NAME_ATTR`] when that hashes to its id — else the
+/// path, the name grants match on the bucketed layout.
+pub(crate) fn listed_name(
+    default_bucket: &str,
+    id: &BucketStreamId,
+    path: &str,
+    attrs: Option<&strand::StreamAttrs>,
+) -> String {
+    if id.bucket_id != default_bucket {
+        return path.to_owned();
+    }
+    if let Some(name) = kept_name(id, attrs) {
+        return name.to_owned();
+    }
+    // A direct id: its segments hold no `/`, so escaping `%` makes the
+    // canonical name.
+    path.replace('%', "%25")
+}
+
+/// The path prefixes (in the machine's path order, none a prefix of
+/// another) that hold every stream of `bucket` whose listed name starts
+/// with `prefix`: on the mount's bucket the direct paths and the hashed
+/// ids' readable renderings, else the prefix itself. A superset: the
+/// listing still checks each name.
+pub(crate) fn scan_ranges(default_bucket: &str, bucket: &str, prefix: &str) -> Vec<String> {
+    if bucket != default_bucket {
+        return vec![prefix.to_owned()];
+    }
+    let direct = prefix.split('%').next().unwrap_or_default().to_owned();
+    let hashed = format!("~{}", readable(prefix, readable_room(bucket)));
+    let mut ranges = if hashed.starts_with(&direct) {
+        vec![direct]
+    } else if direct.starts_with(&hashed) {
+        vec![hashed]
+    } else {
+        vec![direct, hashed]
+    };
+    ranges.sort();
+    ranges
 }
 
 #[cfg(test)]
@@ -250,6 +363,61 @@ mod tests {
         let percent = mount_stream("default", "a%252Fb").unwrap();
         assert_eq!(percent.name, "a%252Fb");
         assert_ne!(percent.id, escaped.id);
+    }
+
+    #[test]
+    fn hashed_streams_carry_their_name_and_listings_find_it() {
+        let named = mount_stream("default", "yjs/svc/docs/doc-1/.updates").unwrap();
+        let attrs = with_name(&named.id, &named.name, None);
+        let path = named.id.stream_id.clone();
+        assert_eq!(
+            listed_name("default", &named.id, &path, attrs.as_ref()),
+            "yjs/svc/docs/doc-1/.updates"
+        );
+        // A name that does not hash to the id is not believed.
+        let mut forged = attrs.clone().unwrap();
+        forged.metadata.insert(NAME_ATTR.into(), "secret/x".into());
+        assert_eq!(
+            listed_name("default", &named.id, &path, Some(&forged)),
+            path
+        );
+        assert_eq!(listed_name("default", &named.id, &path, None), path);
+        // Direct ids keep their attributes and list under their name.
+        let direct = mount_stream("default", "chat/4%252").unwrap();
+        assert_eq!(with_name(&direct.id, &direct.name, None), None);
+        assert!(created_without_name(None, attrs.as_ref()));
+        assert!(!created_without_name(attrs.as_ref(), attrs.as_ref()));
+        assert_eq!(
+            listed_name("default", &direct.id, "chat/4%2", None),
+            "chat/4%252"
+        );
+        // The prefix's ranges hold the path of every matching name.
+        for (name, prefix) in [
+            ("yjs/svc/docs/doc-1/.updates", "yjs/"),
+            ("yjs/svc/docs/doc-1/.updates", "yjs/svc/docs/d"),
+            ("chat/42", "chat/"),
+            ("chat/4%252", "chat/4%25"),
+            ("x", ""),
+            (long_name().as_str(), &long_name()[..90]),
+        ] {
+            let named = mount_stream("default", name).unwrap();
+            let path = named.id.stream_id.clone();
+            let path = match &named.id.affinity_key {
+                Some(a) => format!("{a}/{path}"),
+                None => path,
+            };
+            let ranges = scan_ranges("default", "default", prefix);
+            assert!(
+                ranges.iter().any(|r| path.starts_with(r.as_str())),
+                "{name} under {prefix}: {ranges:?}"
+            );
+        }
+        assert_eq!(scan_ranges("default", "acme", "a/"), ["a/"]);
+        assert_eq!(scan_ranges("default", "default", ""), [""]);
+    }
+
+    fn long_name() -> String {
+        format!("{}/tail", "segment".repeat(20))
     }
 
     #[test]

@@ -46,7 +46,7 @@ impl ReadQuery {
 
 /// Percent-decodes a query component (`+` is a space); the result must be
 /// UTF-8.
-fn decode(text: &str) -> Result<String, ApiError> {
+pub(crate) fn decode(text: &str) -> Result<String, ApiError> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -9,6 +9,9 @@ use crate::errors::Layout;
 pub(crate) struct StreamRequest {
     /// The stream.
     pub id: BucketStreamId,
+    /// Its name for grants (the mount's canonical name, or
+    /// `[affinity/]stream` on the bucketed layout).
+    pub name: String,
     /// The layout it came through.
     pub layout: Layout,
     /// The request path, for `Location`.

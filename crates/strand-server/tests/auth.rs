@@ -899,3 +899,34 @@ async fn the_raft_routes_need_the_cluster_token() {
     config.cluster_token_file = Some(short);
     assert!(config.cluster_token().unwrap_err().contains("at least 16"));
 }
+
+/// The listing needs the read right on the bucket, or on every name the
+/// prefix covers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_needs_read_on_the_prefix() {
+    let (s, _dir) = server().await;
+    let writer = token(&[("default", &[Right::Write])], far());
+    let r = s
+        .put("/v1/stream/yjs/svc/doc/.updates")
+        .header("authorization", &format!("Bearer {writer}"))
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let yjs = token(&[("default/yjs/", &[Right::Read])], far());
+    let list = |prefix: &str, token: Option<&str>| {
+        let mut req = s.get(&format!("/__strand/streams/default?prefix={prefix}"));
+        if let Some(t) = token {
+            req = req.header("authorization", &format!("Bearer {t}"));
+        }
+        req.send()
+    };
+    let r = list("yjs%2F", Some(&yjs)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert!(r.text().contains("yjs/svc/doc/.updates"));
+    assert_eq!(list("yjs%2Fsvc", Some(&yjs)).await.status, StatusCode::OK);
+    assert_eq!(list("", Some(&yjs)).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(list("yj", Some(&yjs)).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(list("", Some(&writer)).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(list("yjs%2F", None).await.status, StatusCode::UNAUTHORIZED);
+    s.stop().await;
+}

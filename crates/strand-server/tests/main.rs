@@ -18,6 +18,7 @@ mod config;
 mod faults;
 mod forks;
 mod invariant;
+mod listing;
 mod live;
 mod metrics;
 mod partition;

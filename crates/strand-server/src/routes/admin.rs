@@ -55,6 +55,30 @@ pub(super) async fn integrity(
     }
 }
 
+/// `GET /__strand/streams/{bucket}?prefix=P&after=C&limit=N`: a page of
+/// the bucket's streams whose names start with `P`, as this node's
+/// machines hold them (`crate::listing`). 404 for a bucket no group knows
+/// and for the server's own bucket.
+pub(super) async fn list(
+    state: &AppState,
+    bucket: &str,
+    query: &crate::listing::ListQuery,
+) -> Result<Response, ApiError> {
+    let missing = || ApiError::not_found(format!("bucket {bucket:?} not found"));
+    if bucket == crate::subs::SYSTEM_BUCKET || strand::validate_bucket_id(bucket).is_err() {
+        return Err(missing());
+    }
+    if bucket != state.config.default_bucket && !state.engine.bucket_exists(bucket).await? {
+        return Err(missing());
+    }
+    let page =
+        crate::listing::page(&state.engine, &state.config.default_bucket, bucket, query).await?;
+    Ok(json(
+        StatusCode::OK,
+        &crate::listing::to_json(bucket, query, &page),
+    ))
+}
+
 /// Refuses a bucket id the machine would refuse, before a command goes to
 /// any group.
 fn valid_bucket(bucket: &str) -> Result<(), ApiError> {

@@ -473,6 +473,18 @@ async fn attrs(state: &AppState, id: BucketStreamId, method: &Method, body: Body
                         .map_err(|e| ApiError::bad_request(format!("invalid attributes: {e}")))?,
                 )
             };
+            // A hashed stream of the mount keeps its name (listings show it).
+            let query_id = id.clone();
+            let kept = state
+                .engine
+                .query(&id, move |m| {
+                    crate::names::kept_name(&query_id, m.stream_attrs(&query_id)).map(str::to_owned)
+                })
+                .await?;
+            let attrs = match kept {
+                Some(name) => crate::names::with_name(&id, &name, attrs),
+                None => attrs,
+            };
             let now_ms = state.engine.now_ms();
             let response = state
                 .engine

@@ -204,6 +204,13 @@ async fn dispatch(state: AppState, request: Request) -> (&'static str, Result<Re
         Ok(route) => route,
         Err(error) => return ("unrouted", Err(error)),
     };
+    let mut route = route;
+    if let Route::List { query, .. } = &mut route {
+        match crate::listing::ListQuery::parse(request.uri().query()) {
+            Ok(parsed) => *query = parsed,
+            Err(error) => return ("list", Err(error)),
+        }
+    }
     let class = route.class();
     (class, route_request(state, request, route).await)
 }
@@ -262,6 +269,7 @@ async fn route_request(
             let (parts, body) = request.into_parts();
             let target = StreamRequest {
                 id: named.id,
+                name: named.name.clone(),
                 layout,
                 path: parts.uri.path().to_owned(),
                 authority: parts.uri.authority().cloned(),
@@ -283,6 +291,7 @@ async fn route_request(
             result
         }
         Route::Integrity(named) => admin::integrity(&state, request.method(), named.id).await,
+        Route::List { bucket, query } => admin::list(&state, &bucket, &query).await,
         Route::Operator { rest, .. } => {
             let (parts, body) = request.into_parts();
             admin::handle(&state, &parts.method, &rest, body).await

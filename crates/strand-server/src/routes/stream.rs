@@ -146,7 +146,8 @@ async fn create(
     let stream_seq = h::single(headers, &h::SEQ)
         .map_err(ApiError::bad_request)?
         .map(str::to_owned);
-    let attrs = attrs_header(headers)?;
+    let given_attrs = attrs_header(headers)?;
+    let attrs = crate::names::with_name(&target.id, &target.name, given_attrs.clone());
     let now_ms = state.engine.now_ms();
     let initial_len = payload.len();
     let command = StreamCommand::CreateStream {
@@ -158,12 +159,48 @@ async fn create(
         producer: None,
         stream_ttl_seconds: ttl,
         stream_expires_at_ms: expires,
-        attrs,
+        attrs: attrs.clone(),
         now_ms,
     };
     let _admission = state.admit(&target.id, initial_len)?;
-    let response = state.engine.create_stream(command, true).await?;
+    let mut response = state.engine.create_stream(command.clone(), true).await?;
+    if attrs != given_attrs && predates_names(state, &target.id, attrs, &response).await? {
+        let mut command = command;
+        if let StreamCommand::CreateStream { attrs, .. } = &mut command {
+            *attrs = given_attrs;
+        }
+        response = state.engine.create_stream(command, true).await?;
+    }
     created_response(&state.config, &response, content_type, headers, target)
+}
+
+/// Whether a create (or fork) that carried a hashed stream's name in
+/// `attrs` was refused only because the stream exists from before hashed
+/// streams kept their names (`names::created_without_name`).
+async fn predates_names(
+    state: &AppState,
+    id: &strand::BucketStreamId,
+    attrs: Option<strand::StreamAttrs>,
+    response: &StreamResponse,
+) -> Result<bool, ApiError> {
+    if !matches!(
+        response,
+        StreamResponse::Error {
+            code: strand::StreamErrorCode::StreamAlreadyExistsConflict,
+            ..
+        }
+    ) {
+        return Ok(false);
+    }
+    let query_id = id.clone();
+    let existing = state
+        .engine
+        .query(id, move |m| m.stream_attrs(&query_id).cloned())
+        .await?;
+    Ok(crate::names::created_without_name(
+        existing.as_ref(),
+        attrs.as_ref(),
+    ))
 }
 
 /// The answer to a create or fork create.
@@ -247,7 +284,8 @@ async fn create_fork(
         };
     let (ttl, expires) = expiry_headers(headers)?;
     let closed = closed_flag(headers)?;
-    let attrs = attrs_header(headers)?;
+    let given_attrs = attrs_header(headers)?;
+    let attrs = crate::names::with_name(&target.id, &target.name, given_attrs.clone());
     // The source's content type decides the fork's and how its body is
     // stored; a soft-deleted source cannot be forked.
     let Some(meta) = state.engine.head(source.clone()).await? else {
@@ -276,20 +314,22 @@ async fn create_fork(
     } else {
         body
     };
-    let response = state
-        .engine
-        .create_fork(strand_engine::ForkRequest {
-            stream_id: target.id.clone(),
-            source_id: source,
-            fork_offset,
-            sub_offset,
-            stream_ttl_seconds: ttl,
-            stream_expires_at_ms: expires,
-            close: closed,
-            initial_payload: payload,
-            attrs,
-        })
-        .await?;
+    let mut request = strand_engine::ForkRequest {
+        stream_id: target.id.clone(),
+        source_id: source,
+        fork_offset,
+        sub_offset,
+        stream_ttl_seconds: ttl,
+        stream_expires_at_ms: expires,
+        close: closed,
+        initial_payload: payload,
+        attrs: attrs.clone(),
+    };
+    let mut response = state.engine.create_fork(request.clone()).await?;
+    if attrs != given_attrs && predates_names(state, &target.id, attrs, &response).await? {
+        request.attrs = given_attrs;
+        response = state.engine.create_fork(request).await?;
+    }
     let response = match response {
         StreamResponse::Error {
             code: strand::StreamErrorCode::StreamSoftDeleted,

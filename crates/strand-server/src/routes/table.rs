@@ -11,6 +11,7 @@
 //! | any (admin listener) | not an operator route | 404 | |
 //! | any | `/v1/stream/{name…}` | [`Route::Stream`] (the mount) | read (`GET`, `HEAD`) or write on the stream's name |
 //! | any | `/__strand/integrity/{bucket}/[{affinity}/]{stream}` | [`Route::Integrity`] | read on the stream |
+//! | `GET` | `/__strand/streams/{bucket}?prefix=P` | [`Route::List`] | read on the bucket, or on the names starting with `P` |
 //! | any | `/__strand/{kind}/{bucket}`, `/__strand/cold` | [`Route::Operator`] | admin on the bucket (`*` for cold); closed on the client listener without authentication |
 //! | any | `/{bucket}` | [`Route::Bucket`] | read or write on the bucket |
 //! | any | `/{bucket}/…/{append-batch, $transaction, snapshot, retention, attrs, bootstrap}` | [`Route::Extension`] | read or write on the stream (the affinity path for `$transaction`) |
@@ -44,6 +45,14 @@ pub(super) enum Route {
     Stream(Named, Layout),
     /// A stream's integrity setsums.
     Integrity(Named),
+    /// `GET /__strand/streams/{bucket}`: a page of the bucket's streams.
+    List {
+        /// The bucket.
+        bucket: String,
+        /// The query (filled in from the request's query string by the
+        /// dispatcher: [`classify`] sees only the path).
+        query: crate::listing::ListQuery,
+    },
     /// An operator route: `/__strand/{kind}/{bucket}` or `/__strand/cold`.
     Operator {
         /// The bucket it concerns, `*` for all of them.
@@ -156,6 +165,10 @@ pub(super) fn classify(
             [kind, bucket, stream @ ..] if kind == "integrity" && !stream.is_empty() => {
                 Ok(Route::Integrity(named(stream_id(bucket, stream)?)))
             }
+            [kind, bucket] if kind == "streams" && method == Method::GET => Ok(Route::List {
+                bucket: bucket.clone(),
+                query: crate::listing::ListQuery::default(),
+            }),
             [_, bucket] => Ok(Route::Operator {
                 scope: bucket.clone(),
                 rest: rest.to_vec(),
@@ -190,6 +203,7 @@ impl Route {
             Self::Stream(_, Layout::DurableStreams) => "stream",
             Self::Stream(_, Layout::Bucketed) => "bucketed_stream",
             Self::Integrity(_) => "integrity",
+            Self::List { .. } => "list",
             Self::Operator { .. } => "operator",
             Self::Bucket(_) => "bucket",
             Self::Extension(_) => "extension",
@@ -209,6 +223,11 @@ impl Route {
             Self::Raft(_) => Access::ClusterToken,
             Self::Stream(named, _) => stream_access(named, right),
             Self::Integrity(named) => stream_access(named, Right::Read),
+            Self::List { bucket, query } => Access::Resource {
+                bucket: Cow::Borrowed(bucket),
+                stream: (!query.prefix.is_empty()).then_some(Cow::Borrowed(query.prefix.as_str())),
+                right: Right::Read,
+            },
             Self::Operator { scope, .. } => Access::Operator(scope),
             Self::Metrics => Access::Operator("*"),
             Self::Bucket(bucket) => Access::Resource {
@@ -259,12 +278,15 @@ fn named(id: strand::BucketStreamId) -> Named {
 }
 
 /// Whether a path is one of the operator routes under `/__strand/` (not
-/// health, the Raft transport or a stream's integrity, which are not
-/// operator routes).
+/// health, the Raft transport, a stream's integrity or the listing, which
+/// are not operator routes).
 fn is_operator_path(path: &str) -> bool {
     path == "/metrics"
         || path.strip_prefix("/__strand/").is_some_and(|rest| {
-            !rest.starts_with("integrity/") && !rest.starts_with("raft/") && rest != "health"
+            !rest.starts_with("integrity/")
+                && !rest.starts_with("raft/")
+                && !rest.starts_with("streams/")
+                && rest != "health"
         })
 }
 
@@ -405,6 +427,23 @@ mod tests {
         assert_eq!(r.access(&Method::PUT), Access::Operator("acme"));
         let r = route(Method::GET, "/__strand/cold");
         assert_eq!(r.access(&Method::GET), Access::Operator("*"));
+        let mut r = route(Method::GET, "/__strand/streams/default");
+        assert_eq!(r.class(), "list");
+        assert_eq!(
+            r.access(&Method::GET),
+            resource("default", None, Right::Read)
+        );
+        if let Route::List { query, .. } = &mut r {
+            query.prefix = "yjs/".into();
+        }
+        assert_eq!(
+            r.access(&Method::GET),
+            resource("default", Some("yjs/"), Right::Read)
+        );
+        assert_eq!(
+            refused(&Method::GET, "/__strand/streams/default", Plane::Admin),
+            StatusCode::NOT_FOUND
+        );
     }
 
     #[test]
