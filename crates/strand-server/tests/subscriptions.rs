@@ -357,3 +357,91 @@ async fn subscriptions_survive_kill_9() {
     assert_eq!(send_ack(addr).await, 409);
     server.kill9();
 }
+
+/// A new subscription links the streams that already match its pattern,
+/// acknowledged at their tails (no wake for what was there), hashed names
+/// included; a later write wakes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pattern_links_existing_streams() {
+    let s = TestServer::start_with(|c| {
+        c.long_poll_timeout_ms = 200;
+        c.groups = 4;
+    })
+    .await;
+    s.put("/v1/stream/wake/pool")
+        .header("content-type", "application/json")
+        .body("[]")
+        .send()
+        .await;
+    let existing = ["docs/a/.updates", "docs/b/.updates", "docs/c/.updates"];
+    for name in existing {
+        let r = s
+            .put(&format!("/v1/stream/{name}"))
+            .text("old")
+            .send()
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED);
+    }
+    for name in ["docs/a/.index", "other/a/.updates", "docs"] {
+        s.put(&format!("/v1/stream/{name}")).text("x").send().await;
+    }
+    let spec = json!({
+        "type": "pull-wake",
+        "pattern": "docs/*/.updates",
+        "wake_stream": "wake/pool",
+        "lease_ttl_ms": 60_000,
+    });
+    let put = s
+        .put(&format!("{SUBS}/backfill"))
+        .header("content-type", "application/json")
+        .body(spec.to_string())
+        .send()
+        .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.text());
+    let shown = body(&s.get(&format!("{SUBS}/backfill")).send().await);
+    let mut linked: Vec<(String, Value)> = shown["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| {
+            assert_eq!(st["link_type"], "glob");
+            (
+                st["path"].as_str().unwrap().to_owned(),
+                st["acked_offset"].clone(),
+            )
+        })
+        .collect();
+    linked.sort_by(|a, b| a.0.cmp(&b.0));
+    let names: Vec<&str> = linked.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, existing);
+    for (_, acked) in &linked {
+        assert_eq!(acked, &json!(common::off(3)));
+    }
+    // Nothing new: nothing to claim.
+    let claim = || {
+        s.post(&format!("{SUBS}/backfill/claim"))
+            .header("content-type", "application/json")
+            .body(json!({ "worker": "w" }).to_string())
+            .send()
+    };
+    let none = claim().await;
+    assert_eq!(none.status, StatusCode::CONFLICT, "{}", none.text());
+    assert_eq!(body(&none)["error"]["code"], "NO_PENDING_WORK");
+    // A write to a linked stream wakes the subscription for it alone.
+    s.post("/v1/stream/docs/b/.updates")
+        .text("new")
+        .send()
+        .await;
+    wake_events(&s, "/v1/stream/wake/pool", "backfill").await;
+    let claimed = claim().await;
+    assert_eq!(claimed.status, StatusCode::OK, "{}", claimed.text());
+    let pending: Vec<Value> = body(&claimed)["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|st| st["has_pending"] == true)
+        .map(|st| st["path"].clone())
+        .collect();
+    assert_eq!(pending, [json!("docs/b/.updates")]);
+    s.stop().await;
+}

@@ -323,6 +323,10 @@ async fn put(subs: &Subscriptions, id: &str, bytes: &[u8], base_url: String) -> 
             "a subscription with this id and another configuration exists",
         ));
     };
+    // Streams that exist already and match the pattern are linked now.
+    if created && let Some(pattern) = &spec.pattern {
+        subs.backfill(id, pattern).await?;
+    }
     subs.poke();
     let status = if created {
         StatusCode::CREATED

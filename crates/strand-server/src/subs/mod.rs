@@ -318,6 +318,73 @@ impl Subscriptions {
         .await
     }
 
+    /// Links every stream that exists now and matches `pattern` to
+    /// subscription `id`, acknowledged at its tail (as the protocol's
+    /// reference server does: a new subscription wakes for what is written
+    /// from then on), a listing page at a time (`crate::listing`), so it
+    /// never scans every stream of the node. Streams already linked keep
+    /// their acknowledgement. Returns how many streams it linked.
+    ///
+    /// # Errors
+    ///
+    /// A group or the registry that does not answer; what was linked
+    /// before stays linked.
+    pub async fn backfill(&self, id: &str, pattern: &str) -> Result<usize, ApiError> {
+        let mut query = crate::listing::ListQuery {
+            prefix: model::glob_prefix(pattern),
+            after: None,
+            limit: crate::listing::MAX_LIMIT,
+        };
+        let mut linked = 0;
+        loop {
+            let page = crate::listing::page(
+                &self.engine,
+                &self.default_bucket,
+                &self.default_bucket,
+                &query,
+            )
+            .await?;
+            let found: Vec<(String, Option<u64>)> = page
+                .streams
+                .iter()
+                .filter(|l| model::glob_match(pattern, &l.name))
+                .map(|l| (l.name.clone(), Some(l.tail)))
+                .collect();
+            if !found.is_empty() {
+                linked += self
+                    .transact(|registry, _| {
+                        let Some(sub) = registry.subs.get(id) else {
+                            return Ok((vec![], 0));
+                        };
+                        let streams: Vec<(String, Option<u64>)> = found
+                            .iter()
+                            .filter(|(name, _)| !sub.links.get(name).is_some_and(|l| l.glob))
+                            .map(|(name, tail)| {
+                                let acked = sub.links.get(name).map_or(*tail, |l| l.acked);
+                                (name.clone(), acked)
+                            })
+                            .collect();
+                        let n = streams.len();
+                        let events = if streams.is_empty() {
+                            vec![]
+                        } else {
+                            vec![Event::Link {
+                                id: id.to_owned(),
+                                link_type: LinkType::Glob,
+                                streams,
+                            }]
+                        };
+                        Ok((events, n))
+                    })
+                    .await?;
+            }
+            match page.next {
+                Some(next) => query.after = Some(next),
+                None => return Ok(linked),
+            }
+        }
+    }
+
     /// A stream's tail, 0 when it does not exist.
     pub async fn tail(&self, name: &str) -> u64 {
         let Ok(named) = crate::names::mount_stream(&self.default_bucket, name) else {

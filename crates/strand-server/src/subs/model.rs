@@ -419,6 +419,18 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     matches_from(&pattern, &name)
 }
 
+/// The name prefix every name a glob matches starts with: its segments
+/// before the first wildcard, joined by `/` (no trailing `/`: `**` also
+/// matches no segment at all).
+pub fn glob_prefix(pattern: &str) -> String {
+    pattern
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .take_while(|s| *s != "*" && *s != "**")
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 fn matches_from(pattern: &[&str], name: &[&str]) -> bool {
     match pattern.split_first() {
         None => name.is_empty(),
@@ -448,6 +460,22 @@ mod tests {
             wake_stream: None,
             lease_ttl_ms: 1_000,
             description: None,
+        }
+    }
+
+    #[test]
+    fn glob_prefixes() {
+        for (pattern, prefix) in [
+            ("events/*", "events"),
+            ("a/b/**", "a/b"),
+            ("**/x", ""),
+            ("a/*/c", "a"),
+            ("exact/name", "exact/name"),
+        ] {
+            assert_eq!(glob_prefix(pattern), prefix, "{pattern}");
+        }
+        for name in ["events/a", "events"] {
+            assert!(name.starts_with(&glob_prefix("events/**")));
         }
     }
 
