@@ -51,7 +51,7 @@ use clap::{Parser, Subcommand};
     name = "strand",
     version,
     about = "Verify, inspect and convert strand snapshots, replay command logs, run the quickstart, \
-             and check, append to and follow a running strand-server"
+             and check, list, append to and follow a running strand-server"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -70,10 +70,22 @@ enum Command {
     Demo(demo::Args),
     /// Show a running server's health: status, mode, groups and counters.
     Status(remote::status::Args),
+    /// List a running server's streams by name prefix.
+    #[command(subcommand)]
+    Streams(StreamsCommand),
     /// Append to a stream on a running server; print the new tail offset.
     Append(remote::append::Args),
     /// Follow a stream on a running server over server-sent events.
     Tail(remote::tail::Args),
+}
+
+/// `strand streams ...`.
+#[derive(Debug, Subcommand)]
+enum StreamsCommand {
+    /// A bucket's streams whose names start with a prefix, a page at a
+    /// time (`--all` for every page): name, bytes, next offset, content
+    /// type, closed.
+    List(remote::streams::ListArgs),
 }
 
 /// `strand snapshot ...`.
@@ -99,6 +111,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => replay::run(args, &mut out, &mut stderr.lock()),
         Command::Demo(args) => demo::run(args, &mut out),
         Command::Status(args) => remote::status::run(args, &mut out),
+        Command::Streams(StreamsCommand::List(args)) => remote::streams::run(args, &mut out),
         Command::Append(args) => remote::append::run(args, &mut out),
         Command::Tail(args) => remote::tail::run(args, &mut out),
     }?;

@@ -1,4 +1,5 @@
-//! The live commands: `strand status`, `strand append` and `strand tail`
+//! The live commands: `strand status`, `strand streams list`, `strand
+//! append` and `strand tail`
 //! speak HTTP to a running strand-server. This module holds what they
 //! share: the server arguments (`--url`, `--token`), the HTTP client
 //! (reqwest, blocking), stream URLs, and the errors a person reads (the
@@ -9,6 +10,7 @@
 
 pub(crate) mod append;
 pub(crate) mod status;
+pub(crate) mod streams;
 pub(crate) mod tail;
 
 use std::time::Duration;

@@ -122,7 +122,7 @@ fn ratio(a: Option<&Value>, b: Option<&Value>) -> String {
 
 /// Rows of cells as left-aligned columns two spaces apart (trailing
 /// spaces trimmed), each line indented by `indent`.
-fn columns(rows: &[Vec<String>], indent: &str) -> String {
+pub(crate) fn columns(rows: &[Vec<String>], indent: &str) -> String {
     let count = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..count)
         .map(|i| {

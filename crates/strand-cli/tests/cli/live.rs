@@ -566,3 +566,67 @@ fn bad_stream_names_are_refused_before_sending() {
         assert!(stderr.contains(&format!("stream {name:?}")), "{stderr}");
     }
 }
+
+#[test]
+fn streams_list_pages_through_names_of_any_shape() {
+    let server = LiveServer::start();
+    let mut names = vec![
+        "yjs/svc/docs/doc-1/.updates".to_owned(),
+        "yjs/svc/docs/doc-1/.awareness/default".to_owned(),
+        "chat/42".to_owned(),
+    ];
+    for i in 0..5 {
+        names.push(format!("logs/app-{i}"));
+    }
+    for name in &names {
+        expect(server.run(&["append", name, "x", "--create"]), 0);
+    }
+    // One page of two, and the cursor that continues.
+    let page = expect(
+        server.run(&["streams", "list", "--prefix", "logs/", "--limit", "2"]),
+        0,
+    );
+    let lines: Vec<&str> = page.lines().collect();
+    assert_eq!(lines.len(), 4, "{page}");
+    assert!(lines[0].starts_with("name"), "{page}");
+    assert!(lines[1].starts_with("logs/app-0 "), "{page}");
+    assert!(lines[1].contains(" 1 "), "one byte: {page}");
+    let cursor = lines[3].strip_prefix("more: --after ").unwrap();
+    let next = expect(
+        server.run(&[
+            "streams", "list", "--prefix", "logs/", "--limit", "2", "--after", cursor,
+        ]),
+        0,
+    );
+    assert!(
+        next.lines().nth(1).unwrap().starts_with("logs/app-2 "),
+        "{next}"
+    );
+    // Every page, hashed names included.
+    let all = expect(server.run(&["streams", "list", "--limit", "3", "--all"]), 0);
+    for name in &names {
+        assert!(
+            all.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{name}: {all}"
+        );
+    }
+    assert!(!all.contains("more:"), "{all}");
+    let yjs = expect(
+        server.run(&[
+            "streams",
+            "list",
+            "--prefix",
+            "yjs/svc/docs/doc-1/",
+            "--json",
+        ]),
+        0,
+    );
+    let page: Value = serde_json::from_str(yjs.trim()).unwrap();
+    assert_eq!(page["streams"].as_array().unwrap().len(), 2, "{yjs}");
+    assert_eq!(
+        expect(server.run(&["streams", "list", "--prefix", "none/"]), 0),
+        "no streams\n"
+    );
+    let missing = expect_failure(server.run(&["streams", "list", "--bucket", "nobucket"]));
+    assert!(missing.contains("404"), "{missing}");
+}
