@@ -221,7 +221,7 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
         };
         cmd.arg(&server.url);
         let started = Instant::now();
-        let outcome = run_check(cmd, &log);
+        let outcome = run_check(cmd, &log, CHECK_TIMEOUT);
         let secs = started.elapsed().as_secs_f64();
         // A server that died during the check explains its failure.
         let outcome = outcome.and_then(|()| server.check_running());
@@ -251,9 +251,9 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
 }
 
 /// Runs one check with its stdout and stderr in `log`, killed after
-/// [`CHECK_TIMEOUT`]; on failure returns its message (the last line it
+/// `timeout`; on failure returns its message (the last line it
 /// printed that starts with its name, else its last line, else its status).
-fn run_check(mut cmd: Command, log: &Path) -> Result<(), String> {
+pub(crate) fn run_check(mut cmd: Command, log: &Path, timeout: Duration) -> Result<(), String> {
     let file =
         fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
     let err = file
@@ -266,7 +266,7 @@ fn run_check(mut cmd: Command, log: &Path) -> Result<(), String> {
         .stderr(err)
         .spawn()
         .map_err(|e| format!("could not start {shown}: {e}"))?;
-    let deadline = Instant::now() + CHECK_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -276,7 +276,7 @@ fn run_check(mut cmd: Command, log: &Path) -> Result<(), String> {
                 let _ = child.wait();
                 return Err(format!(
                     "still running after {}s, killed",
-                    CHECK_TIMEOUT.as_secs()
+                    timeout.as_secs()
                 ));
             }
             Ok(None) => thread::sleep(Duration::from_millis(20)),

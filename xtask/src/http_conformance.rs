@@ -38,7 +38,7 @@ use serde_json::Value;
 use crate::npm::prepare_packages;
 use crate::servers::{
     Server, build_strand, loopback_addr, spawn_server, start_cluster, start_node_with,
-    start_strand, status_of, strand_binary, use_debug_build, use_prebuilt, wait_healthy,
+    start_strand, status_of, use_debug_build, use_prebuilt, wait_healthy,
 };
 use crate::{loadtest, target_dir};
 
@@ -134,7 +134,7 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
     }
     let secret = work.join("auth-secret");
     let mut extra: Vec<String> = if options.auth {
-        write_secret(&secret)?;
+        crate::servers::write_secret(&secret)?;
         vec!["--auth-secret-file".into(), secret.display().to_string()]
     } else {
         Vec::new()
@@ -208,7 +208,7 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
     };
     println!("xtask: {} at {}", server.name, server.url);
     let authorization = if options.auth {
-        let token = mint_token(root, &secret)?;
+        let token = crate::servers::mint_token(root, &secret, "http-conformance")?;
         let probe = status_of(loopback_addr(&server.url)?, "PUT /v1/stream/auth-probe")?;
         if probe != 401 {
             return Err(format!(
@@ -348,42 +348,6 @@ fn interfaces_besides_loopback(dev: &str) -> Vec<String> {
         .map(|(name, _)| name.trim().to_owned())
         .filter(|name| name != "lo")
         .collect()
-}
-
-/// Writes a fresh shared secret for `--auth` (32 hex digits from the
-/// clock and the process id: a test secret, never a production one).
-fn write_secret(path: &Path) -> Result<(), String> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let secret = format!("{nanos:016x}{:016x}", std::process::id());
-    fs::write(path, secret).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-/// Mints an all-rights token with `strand-server token`.
-fn mint_token(root: &Path, secret: &Path) -> Result<String, String> {
-    let binary = strand_binary(root);
-    let out = Command::new(&binary)
-        .args(["token", "--secret-file"])
-        .arg(secret)
-        .args([
-            "--bucket",
-            "*",
-            "--rights",
-            "read,write,admin",
-            "--ttl-seconds",
-            "3600",
-        ])
-        .args(["--subject", "http-conformance"])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "strand-server token failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// Runs the suite with a compact console reporter and a JSON report. Its

@@ -3,6 +3,7 @@
 
 mod apps;
 mod bench;
+mod console;
 mod fuzz;
 mod http_conformance;
 mod loadtest;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
         Some("http-conformance") => http_conformance::http_conformance(&root, &args[1..]),
         Some("apps") => apps::apps(&root, &args[1..]),
         Some("prometheus") => prometheus::prometheus(&root, &args[1..]),
+        Some("console") => console::console(&root, &args[1..]),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -94,6 +96,11 @@ fn print_help() {
     println!("           a real Prometheus (Debian's package, pinned; installed when missing");
     println!("           and root) scrapes a 3-node cluster's GET /metrics on loopback while");
     println!("           a client appends; prints PromQL answers; not part of ci");
+    println!("  {}", console::USAGE.trim_start_matches("cargo xtask "));
+    println!("           the web console in headless Chromium (Debian's, pinned; installed");
+    println!("           when missing and root) driven by playwright-core (tests/console,");
+    println!("           pinned) against strand-server with authentication on; screenshots");
+    println!("           to target/console (or DIR: docs for the README's); ci runs it");
     println!("  apps [--server strand|node] [--only NAME] [--debug-build]");
     println!("           the protocol's ecosystem libraries (tests/apps, pinned) against");
     println!("           strand-server --memory (release; debug with --debug-build) or the");
@@ -276,6 +283,10 @@ fn ci(root: &Path) -> Result<(), String> {
             run: step_apps,
         },
         Step {
+            name: "console",
+            run: step_console,
+        },
+        Step {
             name: "insta",
             run: step_insta_pending,
         },
@@ -388,6 +399,10 @@ fn step_http_conformance_subscriptions(root: &Path) -> Result<(), String> {
 /// strand-server the tests step built, like the http-conformance steps.
 fn step_apps(root: &Path) -> Result<(), String> {
     apps::apps(root, &["--debug-build".into()])
+}
+
+fn step_console(root: &Path) -> Result<(), String> {
+    console::console(root, &["--debug-build".into()])
 }
 
 /// `cargo doc --workspace --no-deps` with rustdoc warnings (broken

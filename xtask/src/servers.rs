@@ -557,6 +557,42 @@ pub(crate) fn status_of(addr: SocketAddr, request_line: &str) -> Result<u16, Str
         .ok_or_else(|| format!("not an HTTP response: {status_line:?}"))
 }
 
+/// Writes a fresh shared secret for `--auth` (32 hex digits from the
+/// clock and the process id: a test secret, never a production one).
+pub(crate) fn write_secret(path: &Path) -> Result<(), String> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let secret = format!("{nanos:016x}{:016x}", std::process::id());
+    fs::write(path, secret).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Mints an all-rights token for `subject` with `strand-server token`.
+pub(crate) fn mint_token(root: &Path, secret: &Path, subject: &str) -> Result<String, String> {
+    let binary = strand_binary(root);
+    let out = Command::new(&binary)
+        .args(["token", "--secret-file"])
+        .arg(secret)
+        .args([
+            "--bucket",
+            "*",
+            "--rights",
+            "read,write,admin",
+            "--ttl-seconds",
+            "3600",
+        ])
+        .args(["--subject", subject])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "strand-server token failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,6 +27,7 @@ pub mod auth;
 mod body;
 pub mod config;
 mod conn;
+mod console;
 pub mod cors;
 mod errors;
 pub mod headers;

@@ -250,6 +250,7 @@ fn scan(
 struct ListedJson<'a> {
     name: &'a str,
     id: &'a str,
+    url: String,
     content_type: &'a str,
     next_offset: String,
     retained_offset: String,
@@ -259,13 +260,20 @@ struct ListedJson<'a> {
 }
 
 /// The JSON body of a page.
-pub(crate) fn to_json(bucket: &str, query: &ListQuery, page: &Page) -> serde_json::Value {
+/// `mount`: the bucket is the protocol mount's.
+pub(crate) fn to_json(
+    bucket: &str,
+    mount: bool,
+    query: &ListQuery,
+    page: &Page,
+) -> serde_json::Value {
     let streams: Vec<ListedJson<'_>> = page
         .streams
         .iter()
         .map(|l| ListedJson {
             name: &l.name,
             id: &l.path,
+            url: url_of(bucket, mount, l),
             content_type: &l.content_type,
             next_offset: crate::offsets::render(l.tail),
             retained_offset: crate::offsets::render(l.retained),
@@ -280,6 +288,63 @@ pub(crate) fn to_json(bucket: &str, query: &ListQuery, page: &Page) -> serde_jso
         "streams": streams,
         "next": page.next,
     })
+}
+
+/// The path a client reads a listed stream at: on the mount by its name
+/// (each segment percent-encoded, `%2F` and `%25` inside a segment
+/// decoded first), else — a bucketed stream, or a hashed one whose name is
+/// not known — on the bucketed layout by its id.
+fn url_of(bucket: &str, mount: bool, l: &Listed) -> String {
+    let encode = |segment: &str| {
+        let mut out = String::with_capacity(segment.len());
+        for &b in segment.as_bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    };
+    let unknown_hashed = l.name == l.path && l.path.starts_with('~');
+    let mut url = String::new();
+    if mount && !unknown_hashed {
+        url.push_str("/v1/stream");
+        for segment in l.name.split('/') {
+            url.push('/');
+            url.push_str(&encode(&decode_canonical(segment)));
+        }
+    } else {
+        url.push('/');
+        url.push_str(&encode(bucket));
+        for segment in l.path.split('/') {
+            url.push('/');
+            url.push_str(&encode(segment));
+        }
+    }
+    url
+}
+
+/// A canonical name's segment as sent: `%25` is `%`, `%2F` is `/`.
+fn decode_canonical(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    let mut rest = segment;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("%25") {
+            out.push('%');
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("%2F") {
+            out.push('/');
+            rest = after;
+        } else {
+            out.push('%');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -365,6 +430,44 @@ mod tests {
             );
         }
         engine.shutdown().await;
+    }
+
+    #[test]
+    fn urls_name_the_stream() {
+        let listed = |name: &str, path: &str| Listed {
+            path: path.to_owned(),
+            name: name.to_owned(),
+            content_type: String::new(),
+            tail: 0,
+            retained: 0,
+            closed: false,
+            created_at_ms: 0,
+        };
+        assert_eq!(
+            url_of(
+                "default",
+                true,
+                &listed("yjs/d 1/.updates", "~yjs~d_1~_updates~ab")
+            ),
+            "/v1/stream/yjs/d%201/.updates"
+        );
+        assert_eq!(
+            url_of("default", true, &listed("a%2Fb/c%25d", "~a_2Fb~c_25d~ab")),
+            "/v1/stream/a%2Fb/c%25d"
+        );
+        assert_eq!(
+            url_of("default", true, &listed("~x~ab", "~x~ab")),
+            "/default/~x~ab"
+        );
+        assert_eq!(url_of("acme", false, &listed("t/e", "t/e")), "/acme/t/e");
+        for name in ["a%2Fb", "x%25y", "plain", "%2F%25%252F"] {
+            let named = crate::names::mount_stream(
+                "default",
+                &url_of("default", true, &listed(name, "p"))["/v1/stream/".len()..],
+            )
+            .unwrap();
+            assert_eq!(named.name, name);
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod cold;
 mod cold_durable;
 mod cold_s3;
 mod config;
+mod console;
 mod faults;
 mod forks;
 mod invariant;

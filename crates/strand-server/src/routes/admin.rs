@@ -75,7 +75,7 @@ pub(super) async fn list(
         crate::listing::page(&state.engine, &state.config.default_bucket, bucket, query).await?;
     Ok(json(
         StatusCode::OK,
-        &crate::listing::to_json(bucket, query, &page),
+        &crate::listing::to_json(bucket, bucket == state.config.default_bucket, query, &page),
     ))
 }
 

@@ -262,6 +262,7 @@ async fn route_request(
         Route::Preflight => Ok(crate::cors::preflight()),
         Route::Health => Ok(health(&state).await),
         Route::Metrics => Ok(metrics_route(&state).await),
+        Route::Console(file) => crate::console::serve(request.method(), &file),
         Route::Raft(RaftRoute::Batch) => Ok(raft::batch(&state, request).await),
         Route::Raft(RaftRoute::Segment) => Ok(raft::segment(&state, request).await),
         Route::Raft(RaftRoute::Message(rest)) => Ok(raft::message(&state, &rest, request).await),

@@ -6,6 +6,7 @@
 //! |---|---|---|---|
 //! | `OPTIONS` | any | [`Route::Preflight`] | open |
 //! | `GET`, `HEAD` | `/__strand/health` | [`Route::Health`] | open |
+//! | any | `/__strand/console`, `/__strand/console/{file}` | [`Route::Console`] | open (the files hold no data) |
 //! | `GET` | `/metrics` | [`Route::Metrics`] | admin on `*`; closed on the client listener without authentication |
 //! | `POST` (client listener) | `/__strand/raft/batch`, `…/segment`, `…/{group}/{kind}` | [`Route::Raft`] | the cluster token |
 //! | any (admin listener) | not an operator route | 404 | |
@@ -39,6 +40,8 @@ pub(super) enum Route {
     Health,
     /// `GET /metrics`: the Prometheus metrics.
     Metrics,
+    /// A file of the web console (`index.html` for `/__strand/console`).
+    Console(String),
     /// A peer's Raft traffic.
     Raft(RaftRoute),
     /// A stream, on the mount or the bucketed layout.
@@ -162,6 +165,10 @@ pub(super) fn classify(
     };
     if first == "__strand" {
         return match rest {
+            [kind] if kind == "console" => Ok(Route::Console("index.html".to_owned())),
+            [kind, file] if kind == "console" && crate::console::has_asset(file) => {
+                Ok(Route::Console(file.clone()))
+            }
             [kind, bucket, stream @ ..] if kind == "integrity" && !stream.is_empty() => {
                 Ok(Route::Integrity(named(stream_id(bucket, stream)?)))
             }
@@ -199,6 +206,7 @@ impl Route {
             Self::Preflight => "preflight",
             Self::Health => "health",
             Self::Metrics => "metrics",
+            Self::Console(_) => "console",
             Self::Raft(_) => "raft",
             Self::Stream(_, Layout::DurableStreams) => "stream",
             Self::Stream(_, Layout::Bucketed) => "bucketed_stream",
@@ -219,7 +227,7 @@ impl Route {
             Right::Write
         };
         match self {
-            Self::Preflight | Self::Health => Access::Open,
+            Self::Preflight | Self::Health | Self::Console(_) => Access::Open,
             Self::Raft(_) => Access::ClusterToken,
             Self::Stream(named, _) => stream_access(named, right),
             Self::Integrity(named) => stream_access(named, Right::Read),
@@ -427,6 +435,15 @@ mod tests {
         assert_eq!(r.access(&Method::PUT), Access::Operator("acme"));
         let r = route(Method::GET, "/__strand/cold");
         assert_eq!(r.access(&Method::GET), Access::Operator("*"));
+        for (path, file) in [
+            ("/__strand/console", "index.html"),
+            ("/__strand/console/", "index.html"),
+            ("/__strand/console/console.js", "console.js"),
+        ] {
+            let r = route(Method::GET, path);
+            assert_eq!(r, Route::Console(file.to_owned()));
+            assert_eq!(r.access(&Method::GET), Access::Open);
+        }
         let mut r = route(Method::GET, "/__strand/streams/default");
         assert_eq!(r.class(), "list");
         assert_eq!(
