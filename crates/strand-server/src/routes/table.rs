@@ -109,7 +109,7 @@ pub(super) enum Access<'a> {
 }
 
 /// The message of a request to the admin listener outside its routes.
-pub(super) const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold), /metrics and /__strand/health";
+pub(super) const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold), /metrics, /__strand/health and the console (/__strand/console)";
 
 /// Decides a request's route.
 ///
