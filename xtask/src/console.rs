@@ -119,25 +119,10 @@ pub(crate) fn console(root: &Path, args: &[String]) -> Result<(), String> {
 
 /// Installs the pinned Chromium when it is missing (as root only).
 fn ensure_chromium(chromium: &str) -> Result<(), String> {
-    if Path::new(chromium).exists() {
-        return Ok(());
-    }
-    if chromium != CHROMIUM {
+    if chromium != CHROMIUM && !Path::new(chromium).exists() {
         return Err(format!(
             "STRAND_CHROMIUM names {chromium}, which does not exist"
         ));
     }
-    println!("installing {PACKAGE} (apt-get)");
-    let status = Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends", PACKAGE])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .map_err(|e| format!("apt-get: {e}; install {PACKAGE} by hand"))?;
-    if status.success() && Path::new(CHROMIUM).exists() {
-        Ok(())
-    } else {
-        Err(format!(
-            "apt-get install {PACKAGE} failed ({status}); install it as root"
-        ))
-    }
+    crate::servers::ensure_debian_package(chromium, PACKAGE)
 }

@@ -52,7 +52,7 @@ pub(crate) fn prometheus(root: &Path, args: &[String]) -> Result<(), String> {
             other => return Err(format!("unknown argument {other}; {USAGE}")),
         }
     }
-    ensure_prometheus()?;
+    crate::servers::ensure_debian_package(BINARY, PACKAGE)?;
     build_strand(root)?;
     let work = target_dir(root).join("xtask-prometheus");
     let _ = fs::remove_dir_all(&work);
@@ -167,26 +167,6 @@ pub(crate) fn prometheus(root: &Path, args: &[String]) -> Result<(), String> {
         Ok(())
     } else {
         Err(failures.join("; "))
-    }
-}
-
-/// Installs the pinned package when the binary is missing (as root only).
-fn ensure_prometheus() -> Result<(), String> {
-    if Path::new(BINARY).exists() {
-        return Ok(());
-    }
-    println!("installing {PACKAGE} (apt-get)");
-    let status = Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends", PACKAGE])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .map_err(|e| format!("apt-get: {e}; install {PACKAGE} by hand"))?;
-    if status.success() && Path::new(BINARY).exists() {
-        Ok(())
-    } else {
-        Err(format!(
-            "apt-get install {PACKAGE} failed ({status}); install it as root"
-        ))
     }
 }
 

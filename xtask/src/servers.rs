@@ -593,6 +593,27 @@ pub(crate) fn mint_token(root: &Path, secret: &Path, subject: &str) -> Result<St
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// Installs the pinned Debian `package` (`name=version`) with apt-get
+/// when `binary` is missing; apt-get needs root.
+pub(crate) fn ensure_debian_package(binary: &str, package: &str) -> Result<(), String> {
+    if Path::new(binary).exists() {
+        return Ok(());
+    }
+    println!("installing {package} (apt-get)");
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends", package])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .map_err(|e| format!("apt-get: {e}; install {package} by hand"))?;
+    if status.success() && Path::new(binary).exists() {
+        Ok(())
+    } else {
+        Err(format!(
+            "apt-get install {package} failed ({status}); install it as root"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
