@@ -6,6 +6,7 @@ mod bench;
 mod console;
 mod fuzz;
 mod http_conformance;
+mod install_check;
 mod loadtest;
 mod npm;
 mod prometheus;
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
         Some("apps") => apps::apps(&root, &args[1..]),
         Some("prometheus") => prometheus::prometheus(&root, &args[1..]),
         Some("console") => console::console(&root, &args[1..]),
+        Some("install-check") => install_check::install_check(&root, &args[1..]),
         Some("help") | None => {
             print_help();
             Ok(())
@@ -101,6 +103,9 @@ fn print_help() {
     println!("           when missing and root) driven by playwright-core (tests/console,");
     println!("           pinned) against strand-server with authentication on; screenshots");
     println!("           to target/console (or DIR: docs for the README's); ci runs it");
+    println!("  install-check");
+    println!("           cargo install --locked --path for strand-server and strand-cli into");
+    println!("           target/install-check, then runs both installed binaries; not in ci");
     println!("  apps [--server strand|node] [--only NAME] [--debug-build]");
     println!("           the protocol's ecosystem libraries (tests/apps, pinned) against");
     println!("           strand-server --memory (release; debug with --debug-build) or the");
