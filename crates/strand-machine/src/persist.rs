@@ -44,6 +44,44 @@ fn entry_of(slot: &StreamSlot, corrected: bool) -> StreamSnapshotEntry {
     entry
 }
 
+/// The hot buffer of a restored entry's segments. The validator checked
+/// that each segment's offset and byte lengths are equal and that the
+/// segments tile the payload, but, as the reference, lets them come
+/// unordered, overlap and run past the tail (spec 07 §5, check 15): the
+/// buffer takes them in offset order, each byte from the first segment
+/// that holds it, none past the tail — the bytes a read can reach.
+fn hot_buffer_of(
+    segments: &[strand_model::HotPayloadSegment],
+    payload: &Bytes,
+    tail: u64,
+) -> HotBuffer {
+    let mut ordered: Vec<&strand_model::HotPayloadSegment> = segments.iter().collect();
+    ordered.sort_by_key(|s| s.start_offset);
+    let mut covered = 0u64;
+    let mut chunks = Vec::with_capacity(ordered.len());
+    for s in ordered {
+        let start = s.start_offset.max(covered);
+        let end = s.end_offset.min(tail);
+        if start >= end {
+            continue;
+        }
+        let skip = usize::try_from(start - s.start_offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(end - start).unwrap_or(usize::MAX);
+        let Some(from) = s.payload_start.checked_add(skip) else {
+            continue;
+        };
+        let Some(to) = from.checked_add(take).filter(|to| *to <= s.payload_end) else {
+            continue;
+        };
+        chunks.push(HotChunk {
+            start,
+            bytes: payload.slice(from..to),
+        });
+        covered = end;
+    }
+    HotBuffer::from_chunks(chunks)
+}
+
 /// The stream's integrity setsums as its snapshot entry holds them.
 fn integrity_of(slot: &StreamSlot) -> strand_integrity::StreamIntegritySnapshot {
     slot.integrity()
@@ -327,12 +365,7 @@ impl MachineRestorer {
     pub fn push_entry(&mut self, entry: StreamSnapshotEntry) -> Result<(), StreamSnapshotError> {
         let checked = self.validator.check_entry(&entry)?;
         let payload = Bytes::from(entry.payload);
-        // The validator checked that each segment's offset and byte lengths
-        // are equal, so a chunk's end is its start plus its length.
-        let hot = HotBuffer::from_chunks(checked.hot_segments.iter().map(|s| HotChunk {
-            start: s.start_offset,
-            bytes: payload.slice(s.payload_start..s.payload_end),
-        }));
+        let hot = hot_buffer_of(&checked.hot_segments, &payload, entry.metadata.tail_offset);
         let mut producers = Producers::default();
         for state in entry.producer_states {
             producers.insert_restored(state);

@@ -23,3 +23,4 @@ mod prop_no_panic;
 mod prop_restore_equivalence;
 mod read_hot;
 mod response_wire;
+mod restore_hot;
