@@ -117,12 +117,24 @@ pub(crate) fn console(root: &Path, args: &[String]) -> Result<(), String> {
     }
 }
 
-/// Installs the pinned Chromium when it is missing (as root only).
+/// Installs the pinned Chromium when it is missing (as root only). A
+/// mirror that no longer has that version (Debian replaces a package's
+/// security updates) gets Debian's current `chromium` instead, after
+/// refreshing the package lists, rather than leaving the check unrun.
 fn ensure_chromium(chromium: &str) -> Result<(), String> {
     if chromium != CHROMIUM && !Path::new(chromium).exists() {
         return Err(format!(
             "STRAND_CHROMIUM names {chromium}, which does not exist"
         ));
     }
-    crate::servers::ensure_debian_package(chromium, PACKAGE)
+    let Err(pinned) = crate::servers::ensure_debian_package(chromium, PACKAGE) else {
+        return Ok(());
+    };
+    println!("console: {pinned}; trying Debian's current chromium");
+    let mut update = Command::new("apt-get");
+    update
+        .arg("update")
+        .env("DEBIAN_FRONTEND", "noninteractive");
+    crate::run(update)?;
+    crate::servers::ensure_debian_package(chromium, "chromium")
 }
