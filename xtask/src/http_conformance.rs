@@ -22,6 +22,8 @@
 //! again under `unshare --net --map-root-user` with a hidden flag, and
 //! inside, before anything else, checks that `lo` is its only interface.
 //! When no namespace can be had the run is refused, never done outside.
+//! Against strand-server, strand-server's own webhook tests (ignored in
+//! every other run) run there too, after the suite.
 //!
 //! `package.json` pins `vite` 8.3.8 beside vitest: vite 8.4.0 names an
 //! optional Windows package the registry does not serve, and `npm ci` then
@@ -260,7 +262,39 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
         )
     })?;
     let areas = summarize(&report)?;
-    print_report(&areas, &options, secs)
+    print_report(&areas, &options, secs)?;
+    if options.inside_netns && options.server == Server::Strand {
+        run_webhook_tests(root)?;
+    }
+    Ok(())
+}
+
+/// The strand-server tests that send webhooks (ignored in every other
+/// run), here inside the loopback-only namespace: built and run as the
+/// tests step builds the workspace's tests, offline.
+const WEBHOOK_TESTS: [&str; 1] =
+    ["subscriptions::a_failed_webhook_is_retried_before_the_lease_ends"];
+
+/// Runs [`WEBHOOK_TESTS`]; only called inside the namespace.
+fn run_webhook_tests(root: &Path) -> Result<(), String> {
+    only_loopback()?;
+    println!("xtask: the webhook tests of strand-server, in the namespace");
+    for test in WEBHOOK_TESTS {
+        let mut cmd = crate::cargo(root);
+        cmd.args([
+            "test",
+            "--offline",
+            "--workspace",
+            "--test",
+            "server",
+            "--",
+            "--ignored",
+            "--exact",
+            test,
+        ]);
+        crate::run(cmd)?;
+    }
+    Ok(())
 }
 
 /// `--subscriptions`, outside: installs the packages and builds the server

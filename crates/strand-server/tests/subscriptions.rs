@@ -445,3 +445,119 @@ async fn a_pattern_links_existing_streams() {
     assert_eq!(pending, [json!("docs/b/.updates")]);
     s.stop().await;
 }
+
+/// A webhook delivery that fails is tried again after a second, well
+/// before the wake's lease (60 s) runs out, and the retry's `done`
+/// acknowledges the stream. It sends HTTP requests, so it runs only in a
+/// network namespace with nothing but loopback: `cargo xtask
+/// http-conformance --subscriptions` runs it there (it is ignored
+/// elsewhere, and refuses to run outside one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "sends webhooks: runs inside a loopback-only network namespace (cargo xtask http-conformance --subscriptions)"]
+async fn a_failed_webhook_is_retried_before_the_lease_ends() {
+    let dev = std::fs::read_to_string("/proc/self/net/dev").unwrap();
+    let interfaces: Vec<&str> = dev
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next().map(str::trim))
+        .collect();
+    assert_eq!(
+        interfaces,
+        ["lo"],
+        "this test sends webhooks: run it inside a loopback-only network namespace"
+    );
+    // A receiver that answers 500 to the first delivery, then `done`.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        for n in 1.. {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // The head, then the body its Content-Length gives.
+            while let Ok(read) = socket.read(&mut buf).await {
+                if read == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..read]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+            }
+            let (status, body) = if n == 1 {
+                ("500 Internal Server Error", "not now")
+            } else {
+                ("200 OK", r#"{"done":true}"#)
+            };
+            let answer = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+            let _ = tx.send(String::from_utf8_lossy(&request).to_string());
+        }
+    });
+    let s = TestServer::start_with(|c| {
+        c.webhook_allow = vec!["127.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    let spec = json!({
+        "type": "webhook",
+        "pattern": "hook/*",
+        "webhook": { "url": format!("http://127.0.0.1:{port}/hook") },
+        "lease_ttl_ms": 60_000,
+    });
+    let put = s
+        .put(&format!("{SUBS}/retry"))
+        .header("content-type", "application/json")
+        .body(spec.to_string())
+        .send()
+        .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.text());
+    let r = s.put("/v1/stream/hook/a").text("data").send().await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let wait = std::time::Duration::from_secs(20);
+    let first = tokio::time::timeout(wait, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let second = tokio::time::timeout(wait, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    for delivery in [&first, &second] {
+        assert!(delivery.starts_with("POST /hook "), "{delivery}");
+        assert!(
+            delivery.to_ascii_lowercase().contains("webhook-signature:"),
+            "{delivery}"
+        );
+    }
+    // The same wake both times: the retry is not a new generation.
+    let wake = |d: &str| {
+        let body: Value = serde_json::from_str(&d[d.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+        (body["wake_id"].clone(), body["generation"].clone())
+    };
+    assert_eq!(wake(&first), wake(&second));
+    // The retry's `done` acknowledged the stream at its tail.
+    common::eventually("the retry's done acknowledges hook/a", wait, || async {
+        let shown = body(&s.get(&format!("{SUBS}/retry")).send().await);
+        (shown["streams"][0]["acked_offset"] == json!(common::off(4))).then_some(())
+    })
+    .await;
+    s.stop().await;
+}

@@ -50,6 +50,15 @@ const MAX_ATTEMPTS: usize = 16;
 const MAX_DIRTY: usize = 100_000;
 /// How long one webhook delivery may take.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The waits before a failed webhook delivery is tried again, while its
+/// wake is still the subscription's current one and its lease has not run
+/// out; after the last, the lease's end brings the next generation.
+const RETRY_BACKOFF: [Duration; 4] = [
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+];
 /// The dispatcher's pass when nothing wakes it earlier.
 const IDLE_PASS: Duration = Duration::from_secs(5);
 
@@ -610,8 +619,10 @@ impl Subscriptions {
     }
 
     /// Delivers a webhook wake; a `{"done": true}` answer acknowledges
-    /// every stream at its tail in the wake. A failed delivery is retried
-    /// when the wake's lease runs out (a new generation).
+    /// every stream at its tail in the wake. A failed delivery is tried
+    /// again after each wait of [`RETRY_BACKOFF`] while the wake is still
+    /// current (not acknowledged, fenced or past its lease), then when the
+    /// wake's lease runs out (a new generation).
     async fn deliver(
         self: &Arc<Self>,
         id: &str,
@@ -621,16 +632,64 @@ impl Subscriptions {
         tails: &[(String, u64)],
         seed: [u8; 32],
     ) {
-        let Some(hook) = &sub.spec.webhook else {
-            return;
-        };
-        let checked = match self.policy.check(&hook.url).await {
-            Ok(checked) => checked,
-            Err(reason) => {
-                tracing::warn!(subscription = id, %reason, "subscriptions: webhook target refused");
-                return;
+        for attempt in 0..=RETRY_BACKOFF.len() {
+            if attempt > 0 {
+                tokio::time::sleep(RETRY_BACKOFF[attempt - 1]).await;
+                if !self.wake_current(id, generation).await {
+                    return;
+                }
             }
+            match self
+                .deliver_once(id, sub, generation, wake_id, tails, seed)
+                .await
+            {
+                Ok(()) => return,
+                Err(reason) => {
+                    let retry = RETRY_BACKOFF.get(attempt).map(Duration::as_secs);
+                    tracing::warn!(
+                        subscription = id,
+                        %reason,
+                        attempt = attempt + 1,
+                        retry_in_s = ?retry,
+                        "subscriptions: webhook delivery failed"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether `generation`'s wake is still the open, unexpired wake of
+    /// subscription `id`.
+    async fn wake_current(&self, id: &str, generation: u64) -> bool {
+        let now = self.engine.now_ms();
+        self.view(|registry| {
+            registry.subs.get(id).is_some_and(|s| {
+                s.generation == generation && s.wake.as_ref().is_some_and(|w| !w.expired(now))
+            })
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// One delivery of a webhook wake; an error says why it failed (the
+    /// target refused by the policy, or no 2xx answer).
+    async fn deliver_once(
+        self: &Arc<Self>,
+        id: &str,
+        sub: &model::Subscription,
+        generation: u64,
+        wake_id: &str,
+        tails: &[(String, u64)],
+        seed: [u8; 32],
+    ) -> Result<(), String> {
+        let Some(hook) = &sub.spec.webhook else {
+            return Ok(());
         };
+        let checked = self
+            .policy
+            .check(&hook.url)
+            .await
+            .map_err(|reason| format!("webhook target refused: {reason}"))?;
         let now = self.engine.now_ms();
         let token = token::issue(&token::key(&seed), id, generation, now);
         let streams: Vec<serde_json::Value> = tails
@@ -652,39 +711,35 @@ impl Subscriptions {
         let body = serde_json::to_vec(&body).unwrap_or_default();
         let key = signing::SigningKey::from_seed(seed);
         let signature = key.signature_header(now / 1000, &body);
-        match webhook::deliver(&checked, body, &signature, DELIVERY_TIMEOUT).await {
-            Ok(answer) if answer.get("done").and_then(serde_json::Value::as_bool) == Some(true) => {
-                let acks = tails.to_vec();
-                let result = self
-                    .transact(|registry, _| {
-                        let current = registry
-                            .subs
-                            .get(id)
-                            .is_some_and(|s| s.generation == generation && s.wake.is_some());
-                        let events = if current {
-                            vec![Event::Ack {
-                                id: id.to_owned(),
-                                generation,
-                                acks: acks.clone(),
-                                done: true,
-                                expires_at_ms: None,
-                            }]
-                        } else {
-                            vec![]
-                        };
-                        Ok((events, ()))
-                    })
-                    .await;
-                if let Err(e) = result {
-                    tracing::warn!(subscription = id, error = %e.message, "subscriptions: auto-ack failed");
-                }
-                self.poke();
+        let answer = webhook::deliver(&checked, body, &signature, DELIVERY_TIMEOUT).await?;
+        if answer.get("done").and_then(serde_json::Value::as_bool) == Some(true) {
+            let acks = tails.to_vec();
+            let result = self
+                .transact(|registry, _| {
+                    let current = registry
+                        .subs
+                        .get(id)
+                        .is_some_and(|s| s.generation == generation && s.wake.is_some());
+                    let events = if current {
+                        vec![Event::Ack {
+                            id: id.to_owned(),
+                            generation,
+                            acks: acks.clone(),
+                            done: true,
+                            expires_at_ms: None,
+                        }]
+                    } else {
+                        vec![]
+                    };
+                    Ok((events, ()))
+                })
+                .await;
+            if let Err(e) = result {
+                tracing::warn!(subscription = id, error = %e.message, "subscriptions: auto-ack failed");
             }
-            Ok(_) => {}
-            Err(reason) => {
-                tracing::warn!(subscription = id, %reason, "subscriptions: webhook delivery failed; retried when the lease ends");
-            }
+            self.poke();
         }
+        Ok(())
     }
 }
 
