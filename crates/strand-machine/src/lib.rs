@@ -39,6 +39,7 @@ mod gc;
 mod hot;
 mod invariants;
 mod machine;
+mod path_index;
 mod persist;
 mod producers;
 mod queries;

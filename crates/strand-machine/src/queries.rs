@@ -19,14 +19,20 @@ use crate::scope::not_found;
 /// A stream as [`StreamStateMachine::streams_by_path`] lists it.
 #[derive(Debug, Clone, Copy)]
 pub struct ListedStream<'a> {
-    /// Its path inside the bucket: `affinity/stream` or `stream`.
-    pub path: &'a str,
-    /// Its head.
+    /// Its head (the id is `metadata.stream_id`).
     pub metadata: &'a StreamMetadata,
     /// Its attributes, if any.
     pub attrs: Option<&'a StreamAttrs>,
     /// The first offset still readable (retention's start).
     pub retained_offset: u64,
+}
+
+impl ListedStream<'_> {
+    /// Its path inside the bucket: `affinity/stream`, or `stream` without
+    /// an affinity key.
+    pub fn path(&self) -> String {
+        crate::path_index::path_of(&self.metadata.stream_id)
+    }
 }
 
 impl StreamStateMachine {
@@ -49,8 +55,9 @@ impl StreamStateMachine {
     /// `affinity/stream`, or `stream` without an affinity key — from the
     /// lower bound `from` (`Bound::Unbounded` for the first). Streams
     /// expired at `now_ms` but not yet removed, and soft-deleted ones, are
-    /// skipped. The machine keeps its streams ordered by path, so a page of
-    /// a listing costs its length, not the bucket's size.
+    /// skipped. The machine keeps its streams ordered by path (4 bytes a
+    /// stream), so a page of a listing costs its length, not the bucket's
+    /// size.
     pub fn streams_by_path<'a>(
         &'a self,
         bucket_id: &str,
@@ -59,11 +66,10 @@ impl StreamStateMachine {
     ) -> impl Iterator<Item = ListedStream<'a>> + 'a {
         self.registry
             .paths_from(bucket_id, from)
-            .filter(move |(_, slot)| {
+            .filter(move |slot| {
                 !slot.soft_deleted() && !crate::ttl::expired(&slot.metadata, now_ms)
             })
-            .map(|(path, slot)| ListedStream {
-                path,
+            .map(|slot| ListedStream {
                 metadata: &slot.metadata,
                 attrs: slot.attrs(),
                 retained_offset: slot.retained_offset(),

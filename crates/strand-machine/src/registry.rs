@@ -11,6 +11,7 @@ use ahash::RandomState;
 use hashbrown::HashTable;
 use strand_model::BucketStreamId;
 
+use crate::path_index::PathIndex;
 use crate::slot::StreamSlot;
 
 /// A slot arena key: index (from 1) and version.
@@ -59,25 +60,9 @@ pub(crate) struct Registry {
     /// bytes a bucket, the version is the arena's.
     index: HashTable<u32>,
     hasher: RandomState,
-    /// Live streams per bucket, by path (`[affinity/]stream`), each to its
-    /// arena index. Not part of any format: rebuilt as streams come and go.
-    by_path: BTreeMap<String, BTreeMap<Box<str>, u32>>,
-}
-
-/// A stream's path inside its bucket: `affinity/stream` or `stream`. Ids
-/// hold no `/` (spec 01 §16.2), so two ids never share a path; a key that
-/// is taken anyway (an id that bypassed validation) is made unique with
-/// its arena index (see [`Registry::insert`]).
-pub(crate) fn path_of(id: &BucketStreamId) -> String {
-    match &id.affinity_key {
-        Some(affinity) => format!("{affinity}/{}", id.stream_id),
-        None => id.stream_id.clone(),
-    }
-}
-
-/// The fallback key of a path that is taken.
-fn unique_path(path: &str, index: u32) -> Box<str> {
-    format!("{path}\0{index}").into_boxed_str()
+    /// Live streams per bucket ordered by path (`[affinity/]stream`), as
+    /// arena indices. Not part of any format: kept as streams come and go.
+    by_path: BTreeMap<String, PathIndex>,
 }
 
 impl Default for Registry {
@@ -160,7 +145,6 @@ impl Registry {
     pub(crate) fn insert(&mut self, slot: StreamSlot) -> SlotKey {
         let hash = self.hasher.hash_one(slot.id());
         let bucket = slot.id().bucket_id.clone();
-        let path = path_of(slot.id());
         let key = if let Some(index) = self.free.pop() {
             let key = SlotKey { index, version: 0 };
             let e = &mut self.arena[key.position()];
@@ -182,12 +166,11 @@ impl Registry {
         self.index.insert_unique(hash, key.index, |i| {
             live_at(arena, *i).map_or(0, |s| hasher.hash_one(s.id()))
         });
-        let paths = self.by_path.entry(bucket).or_default();
-        if paths.contains_key(path.as_str()) {
-            paths.insert(unique_path(&path, key.index), key.index);
-        } else {
-            paths.insert(path.into_boxed_str(), key.index);
-        }
+        let arena = &self.arena;
+        self.by_path
+            .entry(bucket)
+            .or_default()
+            .insert(|i| live_at(arena, i).map(StreamSlot::id), key.index);
         key
     }
 
@@ -200,21 +183,17 @@ impl Registry {
             .find_entry(hash, |i| live_at(arena, *i).is_some_and(|s| s.id() == id))
             .ok()?;
         let (index, _) = entry.remove();
-        let e = self.arena.get_mut((index as usize).saturating_sub(1))?;
-        let slot = e.slot.take()?;
-        e.version = e.version.wrapping_add(1);
-        self.free.push(index);
+        // Out of the path index while the slot still names its path.
         if let Some(paths) = self.by_path.get_mut(&id.bucket_id) {
-            let path = path_of(id);
-            if paths.get(path.as_str()) == Some(&index) {
-                paths.remove(path.as_str());
-            } else {
-                paths.remove(&unique_path(&path, index));
-            }
+            paths.remove(|i| live_at(arena, i).map(StreamSlot::id), index);
             if paths.is_empty() {
                 self.by_path.remove(&id.bucket_id);
             }
         }
+        let e = self.arena.get_mut((index as usize).saturating_sub(1))?;
+        let slot = e.slot.take()?;
+        e.version = e.version.wrapping_add(1);
+        self.free.push(index);
         Some(*slot)
     }
 
@@ -243,7 +222,7 @@ impl Registry {
     pub(crate) fn ids_in_bucket(&self, bucket_id: &str) -> Vec<BucketStreamId> {
         let mut ids: Vec<BucketStreamId> = self
             .paths_from(bucket_id, std::ops::Bound::Unbounded)
-            .map(|(_, s)| s.id().clone())
+            .map(|s| s.id().clone())
             .collect();
         ids.sort();
         ids
@@ -260,36 +239,34 @@ impl Registry {
         &'a self,
         bucket_id: &str,
         from: std::ops::Bound<&str>,
-    ) -> impl Iterator<Item = (&'a str, &'a StreamSlot)> + 'a {
-        use std::ops::Bound;
-        let lower = from;
+    ) -> impl Iterator<Item = &'a StreamSlot> + 'a {
+        let arena = &self.arena;
         self.by_path
             .get(bucket_id)
-            .map(|paths| paths.range::<str, _>((lower, Bound::Unbounded)))
+            .map(|paths| paths.range_from(|i| live_at(arena, i).map(StreamSlot::id), from))
             .into_iter()
             .flatten()
-            .filter_map(|(path, index)| Some((&**path, live_at(&self.arena, *index)?)))
+            .filter_map(|index| live_at(arena, index))
     }
 
     /// Checks that the path index holds every live stream once, under its
-    /// own bucket and path.
+    /// own bucket, in path order.
     pub(crate) fn check_path_index(&self) -> Result<(), String> {
+        let arena = &self.arena;
+        let id = |i: u32| live_at(arena, i).map(StreamSlot::id);
         let mut listed = 0usize;
         for (bucket, paths) in &self.by_path {
             if paths.is_empty() {
                 return Err(format!("bucket '{bucket}' has an empty path index"));
             }
-            for (path, index) in paths {
-                let slot = live_at(&self.arena, *index)
-                    .ok_or_else(|| format!("path '{bucket}/{path}' names a free slot"))?;
-                let own = path_of(slot.id());
-                if slot.id().bucket_id != *bucket
-                    || (**path != *own && *path != unique_path(&own, *index))
-                {
-                    return Err(format!(
-                        "path '{bucket}/{path}' names stream '{}'",
-                        slot.id()
-                    ));
+            paths
+                .check(id)
+                .map_err(|e| format!("bucket '{bucket}' path index: {e}"))?;
+            for index in paths.iter() {
+                let slot = live_at(arena, index)
+                    .ok_or_else(|| format!("bucket '{bucket}' lists free slot {index}"))?;
+                if slot.id().bucket_id != *bucket {
+                    return Err(format!("bucket '{bucket}' lists stream '{}'", slot.id()));
                 }
                 listed += 1;
             }

@@ -29,7 +29,7 @@ fn create(m: &mut StreamStateMachine, id: &BucketStreamId, body: &[u8], ttl: Opt
 fn paths(m: &StreamStateMachine, bucket: &str, after: Option<&str>, now_ms: u64) -> Vec<String> {
     let from = after.map_or(Bound::Unbounded, Bound::Excluded);
     m.streams_by_path(bucket, from, now_ms)
-        .map(|s| s.path.to_owned())
+        .map(|s| s.path())
         .collect()
 }
 
@@ -87,7 +87,7 @@ fn lists_a_bucket_in_path_order_from_a_cursor() {
         .streams_by_path("acme", Bound::Included("chat/42"), 1_000)
         .next()
         .unwrap();
-    assert_eq!(chat.path, "chat/42");
+    assert_eq!(chat.path(), "chat/42");
     assert_eq!(chat.metadata.tail_offset, 5);
     assert_eq!(chat.retained_offset, 0);
     assert_eq!(

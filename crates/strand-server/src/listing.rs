@@ -214,14 +214,15 @@ fn scan(
             _ => Bound::Included(range.as_str()),
         };
         for s in m.streams_by_path(bucket, from, now_ms) {
-            if !s.path.starts_with(range.as_str()) {
+            let path = s.path();
+            if !path.starts_with(range.as_str()) {
                 break;
             }
             scanned += 1;
-            let name = names::listed_name(default_bucket, &s.metadata.stream_id, s.path, s.attrs);
+            let name = names::listed_name(default_bucket, &s.metadata.stream_id, &path, s.attrs);
             if name.starts_with(&query.prefix) {
                 found.push(Listed {
-                    path: s.path.to_owned(),
+                    path: path.clone(),
                     name,
                     content_type: s.metadata.content_type.clone(),
                     tail: s.metadata.tail_offset,
@@ -234,7 +235,7 @@ fn scan(
             if found.len() > query.limit || scanned >= budget {
                 return GroupPage {
                     found,
-                    stopped_at: Some(s.path.to_owned()),
+                    stopped_at: Some(path),
                 };
             }
         }
