@@ -557,12 +557,15 @@ impl Subscriptions {
         match sub.spec.kind {
             Kind::Webhook => {
                 let this = Arc::clone(self);
-                let id = id.to_owned();
-                let tails = tails.to_vec();
-                tokio::spawn(async move {
-                    this.deliver(&id, &sub, generation, &wake_id, &tails, seed)
-                        .await;
-                });
+                let wake = WebhookWake {
+                    id: id.to_owned(),
+                    sub,
+                    generation,
+                    wake_id,
+                    tails: tails.to_vec(),
+                    seed,
+                };
+                tokio::spawn(async move { this.deliver(&wake).await });
             }
             Kind::PullWake => {
                 self.announce(id, &sub, generation, tails).await?;
@@ -623,31 +626,20 @@ impl Subscriptions {
     /// again after each wait of [`RETRY_BACKOFF`] while the wake is still
     /// current (not acknowledged, fenced or past its lease), then when the
     /// wake's lease runs out (a new generation).
-    async fn deliver(
-        self: &Arc<Self>,
-        id: &str,
-        sub: &model::Subscription,
-        generation: u64,
-        wake_id: &str,
-        tails: &[(String, u64)],
-        seed: [u8; 32],
-    ) {
+    async fn deliver(self: &Arc<Self>, wake: &WebhookWake) {
         for attempt in 0..=RETRY_BACKOFF.len() {
             if attempt > 0 {
                 tokio::time::sleep(RETRY_BACKOFF[attempt - 1]).await;
-                if !self.wake_current(id, generation).await {
+                if !self.wake_current(&wake.id, wake.generation).await {
                     return;
                 }
             }
-            match self
-                .deliver_once(id, sub, generation, wake_id, tails, seed)
-                .await
-            {
+            match self.deliver_once(wake).await {
                 Ok(()) => return,
                 Err(reason) => {
                     let retry = RETRY_BACKOFF.get(attempt).map(Duration::as_secs);
                     tracing::warn!(
-                        subscription = id,
+                        subscription = wake.id,
                         %reason,
                         attempt = attempt + 1,
                         retry_in_s = ?retry,
@@ -673,15 +665,16 @@ impl Subscriptions {
 
     /// One delivery of a webhook wake; an error says why it failed (the
     /// target refused by the policy, or no 2xx answer).
-    async fn deliver_once(
-        self: &Arc<Self>,
-        id: &str,
-        sub: &model::Subscription,
-        generation: u64,
-        wake_id: &str,
-        tails: &[(String, u64)],
-        seed: [u8; 32],
-    ) -> Result<(), String> {
+    async fn deliver_once(self: &Arc<Self>, wake: &WebhookWake) -> Result<(), String> {
+        let WebhookWake {
+            id,
+            sub,
+            generation,
+            wake_id,
+            tails,
+            seed,
+        } = wake;
+        let (id, generation, seed) = (id.as_str(), *generation, *seed);
         let Some(hook) = &sub.spec.webhook else {
             return Ok(());
         };
@@ -741,6 +734,22 @@ impl Subscriptions {
         }
         Ok(())
     }
+}
+
+/// A webhook wake being delivered: whose, which, and what it reports.
+struct WebhookWake {
+    /// The subscription's id.
+    id: String,
+    /// The subscription as the wake was opened.
+    sub: model::Subscription,
+    /// The wake's generation.
+    generation: u64,
+    /// The wake's id.
+    wake_id: String,
+    /// Its streams with their tails.
+    tails: Vec<(String, u64)>,
+    /// The registry's secret (signing key and callback tokens).
+    seed: [u8; 32],
 }
 
 /// A fresh wake id: `w_` and 24 hex digits.
