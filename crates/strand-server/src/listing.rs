@@ -90,7 +90,7 @@ impl ListQuery {
             || out
                 .after
                 .as_ref()
-                .is_some_and(|a| a.len() > 4 * names::MAX_NAME_BYTES)
+                .is_some_and(|a| a.len() > names::MAX_NAME_BYTES)
         {
             return Err(ApiError::bad_request("prefix or after is too long"));
         }
@@ -296,24 +296,16 @@ pub(crate) fn to_json(
 /// decoded first), else — a bucketed stream, or a hashed one whose name is
 /// not known — on the bucketed layout by its id.
 fn url_of(bucket: &str, mount: bool, l: &Listed) -> String {
-    let encode = |segment: &str| {
-        let mut out = String::with_capacity(segment.len());
-        for &b in segment.as_bytes() {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                out.push(char::from(b));
-            } else {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        }
-        out
-    };
+    use crate::subs::api::encode_component as encode;
     let unknown_hashed = l.name == l.path && l.path.starts_with('~');
     let mut url = String::new();
     if mount && !unknown_hashed {
         url.push_str("/v1/stream");
         for segment in l.name.split('/') {
             url.push('/');
-            url.push_str(&encode(&decode_canonical(segment)));
+            // A canonical segment escapes only `%` and `/`.
+            let sent = names::percent_decode(segment).unwrap_or_else(|| segment.to_owned());
+            url.push_str(&encode(&sent));
         }
     } else {
         url.push('/');
@@ -324,28 +316,6 @@ fn url_of(bucket: &str, mount: bool, l: &Listed) -> String {
         }
     }
     url
-}
-
-/// A canonical name's segment as sent: `%25` is `%`, `%2F` is `/`.
-fn decode_canonical(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    let mut rest = segment;
-    while let Some(i) = rest.find('%') {
-        out.push_str(&rest[..i]);
-        let tail = &rest[i..];
-        if let Some(after) = tail.strip_prefix("%25") {
-            out.push('%');
-            rest = after;
-        } else if let Some(after) = tail.strip_prefix("%2F") {
-            out.push('/');
-            rest = after;
-        } else {
-            out.push('%');
-            rest = &tail[1..];
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 #[cfg(test)]

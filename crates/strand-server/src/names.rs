@@ -125,7 +125,8 @@ pub fn segments(path: &str) -> Result<Vec<String>, ApiError> {
     Ok(out)
 }
 
-fn percent_decode(text: &str) -> Option<String> {
+/// Percent-decodes `text`; `None` for a malformed escape or non-UTF-8.
+pub(crate) fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

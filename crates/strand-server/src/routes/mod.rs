@@ -195,7 +195,7 @@ pub async fn serve(state: AppState, request: Request) -> Response {
 /// Answers with the route's class (`unrouted` for a request no route
 /// takes), for the metrics.
 async fn dispatch(state: AppState, request: Request) -> (&'static str, Result<Response, ApiError>) {
-    let route = match table::classify(
+    let mut route = match table::classify(
         request.method(),
         request.uri().path(),
         state.plane,
@@ -204,7 +204,6 @@ async fn dispatch(state: AppState, request: Request) -> (&'static str, Result<Re
         Ok(route) => route,
         Err(error) => return ("unrouted", Err(error)),
     };
-    let mut route = route;
     if let Route::List { query, .. } = &mut route {
         match crate::listing::ListQuery::parse(request.uri().query()) {
             Ok(parsed) => *query = parsed,
