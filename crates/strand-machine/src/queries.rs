@@ -117,6 +117,32 @@ impl StreamStateMachine {
         (offset < record.end_offset).then_some((record.start_offset, record.end_offset))
     }
 
+    /// The offsets in `[from, to)` where a hot message of a non-JSON
+    /// stream starts, ascending (what a cold tier keeps beside the bytes a
+    /// flush takes, so reads below the hot start can still begin at whole
+    /// messages). The first may be where an earlier flush cut a message.
+    /// Empty for a missing stream and for a JSON stream, whose record
+    /// index spans every retained record
+    /// ([`StreamStateMachine::message_bounds`]).
+    pub fn message_starts(&self, stream_id: &BucketStreamId, from: u64, to: u64) -> Vec<u64> {
+        let Some(slot) = self.registry.get(stream_id) else {
+            return Vec::new();
+        };
+        if slot.record_index.is_some() {
+            return Vec::new();
+        }
+        let from = from.max(slot.hot().public_start(slot.metadata.tail_offset));
+        let records = slot.message_records();
+        let first = records.partition_point(|r| r.start_offset < from);
+        records
+            .get(first..)
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r.start_offset)
+            .take_while(|&start| start < to)
+            .collect()
+    }
+
     /// Where a read asked for at `offset` starts when reads begin at whole
     /// messages (the Durable Streams protocol's reading of an offset a
     /// client computed, such as one past a snapshot's offset): the tail

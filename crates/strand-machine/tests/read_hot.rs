@@ -173,6 +173,31 @@ fn message_start_rounds_down_to_whole_hot_messages() {
 }
 
 #[test]
+fn message_starts_name_the_hot_messages_a_flush_takes() {
+    let (mut m, _) = machine_with(&[b"abcdef", b"ghij", b"k", b"lmn"]);
+    assert_eq!(m.message_starts(&id(), 0, 14), [0, 6, 10, 11]);
+    assert_eq!(m.message_starts(&id(), 1, 11), [6, 10]);
+    assert_eq!(m.message_starts(&id(), 11, 11), Vec::<u64>::new());
+    assert!(
+        m.message_starts(&BucketStreamId::new("acme", "none"), 0, 9)
+            .is_empty()
+    );
+    // A flush that cuts "ghij" leaves its rest starting at the cut.
+    let r = m.apply(StreamCommand::FlushCold {
+        stream_id: id(),
+        chunk: ColdChunkRef {
+            start_offset: 0,
+            end_offset: 8,
+            s3_path: "cold/acme/log/0-8".into(),
+            object_size: 8,
+            ..Default::default()
+        },
+    });
+    assert!(matches!(r, StreamResponse::ColdFlushed { .. }), "{r:?}");
+    assert_eq!(m.message_starts(&id(), 0, 14), [8, 10, 11]);
+}
+
+#[test]
 fn message_start_of_a_json_stream_uses_its_record_index() {
     let mut m = StreamStateMachine::new();
     m.apply(StreamCommand::CreateBucket {
@@ -195,6 +220,10 @@ fn message_start_of_a_json_stream_uses_its_record_index() {
     assert_eq!(
         [0, 1, 7, 8, 9, 16, 17, 30].map(|o| m.whole_message_start(&id(), o, 100)),
         [0, 0, 0, 8, 8, 8, 17, 17]
+    );
+    assert!(
+        m.message_starts(&id(), 0, 17).is_empty(),
+        "its index has them"
     );
 }
 
