@@ -23,6 +23,7 @@ pub mod names;
 mod read;
 pub mod replica;
 pub mod space;
+pub mod starts;
 pub mod stats;
 pub mod store;
 mod worker;
@@ -130,6 +131,8 @@ pub(crate) struct Shared {
     pub(crate) group_budgets: std::sync::OnceLock<Vec<HotBudget>>,
     pub(crate) stats: ColdStats,
     pub(crate) cache: read::RangeCache,
+    /// Loaded message-start sidecars ([`starts`]).
+    pub(crate) starts: starts::StartsCache,
 }
 
 impl Shared {
@@ -248,6 +251,8 @@ impl ColdTier {
                 budget: HotBudget::new(config.max_hot_bytes),
                 group_budgets: std::sync::OnceLock::new(),
                 cache: read::RangeCache::new(config.cache_bytes),
+                // A quarter of the range cache's bytes, in 4-byte positions.
+                starts: starts::StartsCache::new((config.cache_bytes / 16).max(1024)),
                 config,
                 stats: ColdStats::default(),
             }),
@@ -432,12 +437,11 @@ impl ColdReader for ColdTier {
         &self,
         engine: Engine,
         stream_id: BucketStreamId,
-        offset: u64,
+        from: ReadFrom,
         max_len: usize,
         through: bool,
     ) -> ColdRead<'_> {
         Box::pin(async move {
-            let from = ReadFrom::Offset(offset);
             match read::read(&self.shared, &engine, stream_id, from, max_len, through).await {
                 Ok(outcome) => Ok(outcome),
                 Err(ColdReadError::Engine(e)) => Err(e),

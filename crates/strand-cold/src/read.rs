@@ -10,7 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
-use strand::{BucketStreamId, HotRead, StreamReadPlan, StreamReadSegment, StreamResponse};
+use strand::{
+    BucketStreamId, CORRECTED_MAX_READ_BYTES, HotRead, ObjectPayloadRef, StreamReadPlan,
+    StreamReadSegment, StreamResponse,
+};
 use strand_engine::{Engine, EngineError, ReadFrom, ReadOutcome};
 
 use crate::Shared;
@@ -156,6 +159,7 @@ pub(crate) async fn read(
     max_len: usize,
     through: bool,
 ) -> Result<ReadOutcome, ColdReadError> {
+    let mut from = from;
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -169,6 +173,15 @@ pub(crate) async fn read(
             Ok(Planned::Hot(read)) => return Ok(Ok(read)),
             Ok(Planned::Cold(plan, hot)) => (plan, hot),
         };
+        // An offset a client computed, inside a flushed message: the read
+        // starts at that message, as it does above the hot start.
+        if let ReadFrom::Within(_) = from {
+            from = ReadFrom::Offset(plan.offset);
+            if let Some(start) = message_start(shared, &plan, max_len).await? {
+                from = ReadFrom::Offset(start);
+                continue;
+            }
+        }
         match fetch(shared, &plan).await {
             Ok(slices) => {
                 let cold_bytes: u64 = slices.iter().map(|s| s.len() as u64).sum();
@@ -177,16 +190,22 @@ pub(crate) async fn read(
                 let mut read = HotRead {
                     offset: plan.offset,
                     next_offset: plan.next_offset,
-                    content_type: plan.content_type,
+                    content_type: plan.content_type.clone(),
                     slices,
                     up_to_date: plan.up_to_date,
                     closed: plan.closed,
                 };
+                let cold_end = read.next_offset;
                 if let Some(hot) = hot {
                     read.next_offset = hot.next_offset;
                     read.up_to_date = hot.up_to_date;
                     read.closed = hot.closed;
                     read.slices.extend(hot.slices);
+                }
+                if !through && read.next_offset == cold_end {
+                    // The page ends in a flushed object: at a message
+                    // boundary where its sidecar knows one.
+                    end_on_message(shared, &plan, &mut read).await?;
                 }
                 return Ok(Ok(read));
             }
@@ -201,6 +220,105 @@ pub(crate) async fn read(
             }
         }
     }
+}
+
+/// The object segment of `plan` holding stream offset `at`, with the
+/// object positions of its piece (`[low, high)`) and of `at`.
+fn locate(plan: &StreamReadPlan, at: u64) -> Option<(&ObjectPayloadRef, u64, u64, u64)> {
+    plan.segments.iter().find_map(|segment| {
+        let StreamReadSegment::Object(s) = segment else {
+            return None;
+        };
+        let o = &s.object;
+        if at < o.start_offset || at >= o.end_offset {
+            return None;
+        }
+        let low = o.object_offset;
+        let high = low.checked_add(o.end_offset - o.start_offset)?;
+        Some((o, low, high, low.checked_add(at - o.start_offset)?))
+    })
+}
+
+/// Where a read of `plan` (which starts at an offset a client may have
+/// computed) starts instead: the start of the flushed message holding
+/// `plan.offset`, when the object's sidecar knows it, it is in the same
+/// piece, and the whole message fits a page of `max_len` bytes (the rule
+/// of `StreamStateMachine::whole_message_start`). `None`: read from
+/// `plan.offset` itself.
+async fn message_start(
+    shared: &Arc<Shared>,
+    plan: &StreamReadPlan,
+    max_len: usize,
+) -> Result<Option<u64>, ColdError> {
+    let Some((object, low, high, at)) = locate(plan, plan.offset) else {
+        return Ok(None);
+    };
+    let Some(starts) = shared
+        .starts
+        .load(&*shared.backend, &object.s3_path)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Some(start) = starts.at_or_before(at, low) else {
+        return Ok(None);
+    };
+    if start == at {
+        return Ok(None);
+    }
+    let end = starts.after(at, high).unwrap_or(high);
+    let page = u64::try_from(max_len)
+        .unwrap_or(u64::MAX)
+        .min(CORRECTED_MAX_READ_BYTES);
+    if end - start > page {
+        return Ok(None);
+    }
+    Ok(Some(object.start_offset + (start - low)))
+}
+
+/// Ends a page whose last byte is flushed at the last message start inside
+/// it (after its first byte), when the object's sidecar knows one: every
+/// offset handed out is then one [`message_start`] leaves where it is.
+async fn end_on_message(
+    shared: &Arc<Shared>,
+    plan: &StreamReadPlan,
+    read: &mut HotRead,
+) -> Result<(), ColdError> {
+    if read.up_to_date || read.next_offset <= read.offset {
+        return Ok(());
+    }
+    let last = read.next_offset - 1;
+    let Some((object, low, _, at)) = locate(plan, last) else {
+        return Ok(());
+    };
+    let Some(starts) = shared
+        .starts
+        .load(&*shared.backend, &object.s3_path)
+        .await?
+    else {
+        return Ok(());
+    };
+    // The page's end is `at + 1`; a start there means it is whole already.
+    let Some(start) = starts.at_or_before(at + 1, low) else {
+        return Ok(());
+    };
+    let end = object.start_offset + (start - low);
+    if end <= read.offset || end >= read.next_offset {
+        return Ok(());
+    }
+    let mut keep = usize::try_from(end - read.offset).unwrap_or(usize::MAX);
+    read.slices.retain_mut(|slice| {
+        if keep == 0 {
+            return false;
+        }
+        if slice.len() > keep {
+            slice.truncate(keep);
+        }
+        keep -= slice.len();
+        true
+    });
+    read.next_offset = end;
+    Ok(())
 }
 
 /// One ranged GET, through the cache.

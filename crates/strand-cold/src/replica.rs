@@ -49,9 +49,22 @@ struct Pending {
     size: u64,
     /// `(offset in the object, bytes)`, in the order handed over.
     pieces: Vec<(u64, Vec<Bytes>)>,
+    /// `(offset in the object, the chunk's first stream offset, the
+    /// stream offsets where its messages start)`, one per piece.
+    starts: Vec<(u64, u64, Vec<u64>)>,
 }
 
 impl Pending {
+    /// The object's message-start sidecar, when its pieces have starts.
+    fn sidecar(&self) -> Option<Bytes> {
+        let positions = crate::starts::positions(
+            self.starts
+                .iter()
+                .map(|(at, start, starts)| (*at, *start, starts.as_slice())),
+        )?;
+        Some(crate::starts::encode(&positions))
+    }
+
     /// `range` of the object, if one piece holds all of it.
     fn read(&self, range: &Range<u64>) -> Option<Bytes> {
         for (at, slices) in &self.pieces {
@@ -102,6 +115,19 @@ impl Pending {
         }
         parts
     }
+}
+
+/// `range` of an object held whole in memory.
+fn slice_of(name: &str, bytes: &Bytes, range: &Range<u64>) -> Result<Bytes, ColdError> {
+    let from = usize::try_from(range.start).unwrap_or(usize::MAX);
+    let to = usize::try_from(range.end).unwrap_or(usize::MAX);
+    if from > to || to > bytes.len() {
+        return Err(ColdError::Store(format!(
+            "range {range:?} is outside object {name} of {} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes.slice(from..to))
 }
 
 fn zeros(n: u64) -> Bytes {
@@ -232,6 +258,9 @@ impl ReplicaSegments {
             self.inner.local.put_parts(name, vec![content]).await
         }
         .await;
+        if result.is_ok() && crate::starts::object_of(name).is_none() {
+            self.fetch_sidecar(peers.as_ref(), name).await;
+        }
         match &result {
             Ok(()) => {
                 self.inner.stats.fetched.fetch_add(1, Ordering::Relaxed);
@@ -245,6 +274,29 @@ impl ReplicaSegments {
         result
     }
 
+    /// Brings the message-start sidecar of a fetched object along when a
+    /// peer has one (an object written before sidecars, or one of JSON
+    /// streams only, has none; either way its reads then start exactly
+    /// where asked).
+    async fn fetch_sidecar(&self, peers: &dyn SegmentPeers, object: &str) {
+        let name = crate::starts::sidecar_name(object);
+        let limit =
+            crate::starts::HEADER_LEN + 4 * u64::from(crate::starts::MAX_POSITIONS) + TRAILER_LEN;
+        let kept = match peers.fetch(&name, limit).await {
+            Ok(file) => match crate::local::check_file(&name, &file, None) {
+                Ok(content) => self.inner.local.put_parts(&name, vec![content]).await,
+                Err(e) => Err(e),
+            },
+            Err(why) => {
+                tracing::debug!(object, error = %why, "no message-start sidecar from a peer");
+                return;
+            }
+        };
+        if let Err(e) = kept {
+            tracing::warn!(object, error = %e, "cannot keep the message-start sidecar of a fetched object");
+        }
+    }
+
     async fn settle_group(&self, group: usize) {
         let names: Vec<String> = lock(&self.inner.pending)
             .iter()
@@ -252,23 +304,35 @@ impl ReplicaSegments {
             .map(|(n, _)| n.clone())
             .collect();
         for name in names {
-            let (parts, size) = match lock(&self.inner.pending).get(&name) {
-                Some(p) => (p.parts(), p.size),
+            let (parts, size, sidecar) = match lock(&self.inner.pending).get(&name) {
+                Some(p) => (p.parts(), p.size, p.sidecar()),
                 None => continue,
             };
             // The leader wrote its own before it committed.
             if !self.inner.local.holds(&name, Some(size)) {
-                match self.inner.local.put_parts(&name, parts).await {
-                    Ok(()) => {
-                        self.inner.stats.written.fetch_add(1, Ordering::Relaxed);
+                // Message starts first, as the leader writes them.
+                let written = match sidecar {
+                    Some(sidecar) => {
+                        let sidecar_name = crate::starts::sidecar_name(&name);
+                        self.inner.local.put(&sidecar_name, sidecar).await
                     }
-                    Err(e) => {
+                    None => Ok(()),
+                };
+                match written {
+                    Ok(()) => self.inner.local.put_parts(&name, parts).await,
+                    Err(e) => Err(e),
+                }
+                .map_or_else(
+                    |e| {
                         // The object comes from a peer when it is read or
                         // repaired.
                         self.inner.stats.failures.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(group, object = %name, error = %e, "cannot write this node's copy of a flushed object");
-                    }
-                }
+                    },
+                    |()| {
+                        self.inner.stats.written.fetch_add(1, Ordering::Relaxed);
+                    },
+                );
             }
             lock(&self.inner.pending).remove(&name);
         }
@@ -278,15 +342,21 @@ impl ReplicaSegments {
 impl SegmentReplica for ReplicaSegments {
     fn flushed(&self, group: usize, piece: FlushedPiece) {
         let chunk = piece.chunk;
-        lock(&self.inner.pending)
-            .entry(chunk.s3_path)
-            .or_insert_with(|| Pending {
-                group,
-                size: chunk.object_size,
-                pieces: Vec::new(),
-            })
-            .pieces
-            .push((chunk.object_offset, piece.bytes));
+        let mut pending = lock(&self.inner.pending);
+        let entry = pending.entry(chunk.s3_path).or_insert_with(|| Pending {
+            group,
+            size: chunk.object_size,
+            pieces: Vec::new(),
+            starts: Vec::new(),
+        });
+        entry.pieces.push((chunk.object_offset, piece.bytes));
+        if !piece.message_starts.is_empty() {
+            entry.starts.push((
+                chunk.object_offset,
+                chunk.start_offset,
+                piece.message_starts,
+            ));
+        }
     }
 
     fn reclaimed(&self, group: usize, reclaimed: Reclaimed) {
@@ -327,6 +397,25 @@ impl ColdBackend for ReplicaSegments {
     fn get_range(&self, name: &str, range: Range<u64>) -> BoxFuture<'_, Result<Bytes, ColdError>> {
         let name = name.to_owned();
         Box::pin(async move {
+            if let Some(object) = crate::starts::object_of(&name) {
+                // A sidecar: from the pending object's pieces, else this
+                // node's file (never a peer: an object fetched from one
+                // brought its sidecar along, and objects without one are
+                // read without).
+                let pending = lock(&self.inner.pending).get(object).map(Pending::sidecar);
+                return match pending {
+                    Some(Some(sidecar)) => slice_of(&name, &sidecar, &range),
+                    Some(None) => Err(ColdError::NotFound(name)),
+                    None => match self.inner.local.get_range(&name, range.clone()).await {
+                        Err(ColdError::Damaged(why)) if self.inner.peers.get().is_some() => {
+                            tracing::warn!(object = %name, error = %why, "replacing a damaged sidecar from a peer");
+                            self.fetch(&name, None, true).await?;
+                            self.inner.local.get_range(&name, range).await
+                        }
+                        other => other,
+                    },
+                };
+            }
             if let Some(bytes) = lock(&self.inner.pending)
                 .get(&name)
                 .and_then(|p| p.read(&range))
@@ -386,7 +475,42 @@ mod tests {
                 payload_digest: String::new(),
             },
             bytes: bytes.iter().map(|b| Bytes::from_static(b)).collect(),
+            message_starts: Vec::new(),
         }
+    }
+
+    #[tokio::test]
+    async fn message_starts_are_served_pending_then_written_beside_the_object() {
+        let (_dir, replica) = store();
+        let name = "g000/p/2-b.pack";
+        let sidecar = crate::starts::sidecar_name(name);
+        // Stream offsets [100, 104) at object position 4, messages at 100
+        // and 102; the piece at 0 has no starts (a JSON stream).
+        let mut with = piece(name, 8, 4, &[b"wx", b"yz"]);
+        with.message_starts = vec![100, 102];
+        replica.flushed(0, with);
+        replica.flushed(0, piece(name, 8, 0, &[b"abcd"]));
+        let want = crate::starts::encode(&[4, 6]);
+        let len = want.len() as u64;
+        assert_eq!(replica.get_range(&sidecar, 0..len).await.unwrap(), want);
+        assert!(replica.get_range(&sidecar, 0..len + 1).await.is_err());
+        replica.settle(0).await;
+        assert!(replica.local().holds(&sidecar, Some(len)));
+        assert_eq!(replica.get_range(&sidecar, 0..len).await.unwrap(), want);
+        // An object without starts has no sidecar, pending or written.
+        let other = "g000/p/3-c.pack";
+        replica.flushed(0, piece(other, 4, 0, &[b"abcd"]));
+        let other_sidecar = crate::starts::sidecar_name(other);
+        assert!(matches!(
+            replica.get_range(&other_sidecar, 0..12).await,
+            Err(ColdError::NotFound(_))
+        ));
+        replica.settle(0).await;
+        assert!(!replica.local().holds(&other_sidecar, None));
+        assert!(matches!(
+            replica.get_range(&other_sidecar, 0..12).await,
+            Err(ColdError::NotFound(_))
+        ));
     }
 
     #[derive(Debug)]

@@ -15,7 +15,9 @@ use tokio::sync::watch;
 
 use crate::Shared;
 use crate::names;
+use crate::starts;
 use crate::stats::ColdStats;
+use crate::store::{ColdBackend, ColdError};
 
 /// How a step ended.
 enum Step {
@@ -281,21 +283,28 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     let mins = (config.flush_min_bytes, config.piece_min_bytes);
     let planned = engine
         .query_group(group, move |m| {
-            stream_floor(mins, pressured, m.total_hot_payload_bytes())
-                .map(|floor| m.plan_largest_cold_flush_batch(floor, chunk, pack, count))
-                .unwrap_or_default()
+            let Some(floor) = stream_floor(mins, pressured, m.total_hot_payload_bytes()) else {
+                return Vec::new();
+            };
+            m.plan_largest_cold_flush_batch(floor, chunk, pack, count)
+                .into_iter()
+                .map(|p| {
+                    let starts = m.message_starts(&p.stream_id, p.start_offset, p.end_offset);
+                    (p, starts)
+                })
+                .collect()
         })
         .await;
-    let pieces: Vec<ColdFlushSlices> = match planned {
+    let pieces: Vec<(ColdFlushSlices, Vec<u64>)> = match planned {
         Err(EngineError::Shutdown) => return Step::Stop,
         Err(_) => return Step::Idle,
         Ok(c) => c,
     };
-    let (Some(first), Some(last)) = (pieces.first(), pieces.last()) else {
+    let (Some((first, _)), Some((last, _))) = (pieces.first(), pieces.last()) else {
         return Step::Idle;
     };
     let started = Instant::now();
-    let single = pieces.iter().all(|c| c.stream_id == first.stream_id);
+    let single = pieces.iter().all(|(c, _)| c.stream_id == first.stream_id);
     let name = if single {
         names::stream_object(group, &first.stream_id, first.start_offset, last.end_offset)
     } else {
@@ -303,14 +312,33 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     };
     // The object is the pieces' slices of the hot buffers, in order: no
     // copy on the way to the store.
-    let mut parts = Vec::with_capacity(pieces.iter().map(|p| p.slices.len()).sum());
+    let mut parts = Vec::with_capacity(pieces.iter().map(|(p, _)| p.slices.len()).sum());
     let mut placed = Vec::with_capacity(pieces.len());
+    let mut message_starts = Vec::with_capacity(pieces.len());
     let mut size = 0u64;
-    for mut piece in pieces {
+    for (mut piece, starts) in pieces {
         let len = piece.end_offset.saturating_sub(piece.start_offset);
         parts.append(&mut piece.slices);
+        message_starts.push((size, piece.start_offset, starts));
         placed.push((size, piece));
         size = size.saturating_add(len);
+    }
+    // Where messages start goes first, so a readable object always has it.
+    let sidecar = starts::positions(
+        message_starts
+            .iter()
+            .map(|(at, start, starts)| (*at, *start, starts.as_slice())),
+    );
+    if let Some(positions) = sidecar.as_deref() {
+        let sidecar = starts::sidecar_name(&name);
+        if let Err(e) = shared
+            .backend
+            .put(&sidecar, starts::encode(positions))
+            .await
+        {
+            shared.stats.failure("upload", &e);
+            return Step::Failed;
+        }
     }
     if let Err(e) = shared.backend.put_parts(&name, parts).await {
         shared.stats.failure("upload", &e);
@@ -363,7 +391,7 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     }
     if committed == 0 {
         // Nothing references it: delete now rather than wait for the sweep.
-        if let Err(e) = shared.backend.delete(&name).await {
+        if let Err(e) = delete_object(&*shared.backend, &name).await {
             shared.stats.failure("delete unreferenced upload", &e);
         }
     }
@@ -423,10 +451,10 @@ async fn replica_chores(
             Ok(l) => l,
         };
         for name in names {
-            if live.contains(&name) {
+            if starts::is_live(&live, &name) {
                 continue;
             }
-            match shared.backend.delete(&name).await {
+            match delete_object(&*shared.backend, &name).await {
                 Ok(()) => ColdStats::add(&shared.stats.gc_deleted, 1),
                 Err(e) => shared.stats.failure("replica gc delete", &e),
             }
@@ -455,6 +483,16 @@ async fn replica_chores(
         }
     }
     step
+}
+
+/// Deletes an object and its message-start sidecar (a sidecar named
+/// alone is deleted alone).
+pub(crate) async fn delete_object(backend: &dyn ColdBackend, name: &str) -> Result<(), ColdError> {
+    backend.delete(name).await?;
+    if starts::object_of(name).is_none() {
+        backend.delete(&starts::sidecar_name(name)).await?;
+    }
+    Ok(())
 }
 
 /// The object paths the group still references (live shared chunks).
@@ -510,10 +548,10 @@ async fn gc_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
         for name in names {
             // A stream created again under the same name owns new objects
             // under the old prefix: never delete what is referenced.
-            if live.contains(&name) {
+            if starts::is_live(&live, &name) {
                 continue;
             }
-            if let Err(e) = shared.backend.delete(&name).await {
+            if let Err(e) = delete_object(&*shared.backend, &name).await {
                 shared.stats.failure("gc delete", &e);
                 failed = true;
                 break 'entries;
@@ -571,7 +609,7 @@ async fn sweep_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     let now = wall_ms();
     let mut deleted = 0u64;
     for o in objects {
-        if live.contains(&o.name) || o.last_modified_ms.saturating_add(grace) > now {
+        if starts::is_live(&live, &o.name) || o.last_modified_ms.saturating_add(grace) > now {
             continue;
         }
         if let Err(e) = shared.backend.delete(&o.name).await {

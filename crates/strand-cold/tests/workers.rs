@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use strand::{BucketStreamId, ColdChunkRef, StreamCommand, StreamResponse};
 use strand_cold::{
-    ColdConfig, ColdTier, FaultPlan, FaultyBackend, ObjectStoreBackend, SharedBackend,
+    ColdConfig, ColdTier, FaultPlan, FaultyBackend, ObjectStoreBackend, SharedBackend, starts,
 };
 use strand_engine::{Engine, EngineConfig, ManualClock, ReadFrom, WriteRequest};
 
@@ -170,10 +170,106 @@ async fn gc_waits_for_not_before_ms() {
     })
     .await;
     let stored = backend.list("").await.unwrap();
+    // Each object goes with its message-start sidecar.
     assert!(
-        stored.iter().all(|o| !old_paths.contains(&o.name)),
+        stored.iter().all(|o| !old_paths.contains(&o.name)
+            && !old_paths.iter().any(|p| o.name == starts::sidecar_name(p))),
         "{stored:?}"
     );
+    workers.stop().await;
+    engine.shutdown().await;
+}
+
+async fn append(engine: &Engine, id: &BucketStreamId, payload: &[u8]) {
+    let w = engine
+        .write(WriteRequest {
+            stream_id: id.clone(),
+            content_type: Some("text/plain".into()),
+            media_type_match: false,
+            payload: Bytes::copy_from_slice(payload),
+            close: false,
+            stream_seq: None,
+            producer: None,
+            record_match: None,
+        })
+        .await
+        .unwrap();
+    assert!(!w.response.is_error(), "{:?}", w.response);
+}
+
+fn joined(read: &strand::HotRead) -> Vec<u8> {
+    read.slices.iter().flat_map(|s| s.iter().copied()).collect()
+}
+
+/// Offsets a client computed inside flushed messages are read from the
+/// message's start, and pages of flushed bytes end at message boundaries,
+/// so a reader that always sends the offset it was given gets every byte
+/// once (#29): the cold tier keeps each object's message starts beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushed_messages_are_read_whole() {
+    let (engine, _clock) = engine().await;
+    let backend: SharedBackend = Arc::new(ObjectStoreBackend::memory());
+    let tier = ColdTier::new(Arc::clone(&backend), config());
+    let workers = tier.start(&engine);
+    // Messages of 100, 250, 40, 300, 10 and 500 bytes: 1,200 bytes, so a
+    // flush's 1,024-byte piece cuts the last one.
+    let sizes = [100usize, 250, 40, 300, 10, 500];
+    let data = text(1200, 5);
+    let id = stream(&engine, "yjs", &[]).await;
+    let mut starts = vec![0usize];
+    for size in sizes {
+        let at = *starts.last().unwrap();
+        append(&engine, &id, &data[at..at + size]).await;
+        starts.push(at + size);
+    }
+    until(async || engine.hot_bytes().await.unwrap() == 0).await;
+    let stored: Vec<String> = backend
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    assert!(
+        stored.iter().any(|n| starts::object_of(n).is_some()),
+        "{stored:?}"
+    );
+    let read = async |from: ReadFrom, max: usize| {
+        tier.read(&engine, id.clone(), from, max)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    // Inside a message: its start (snapshot offset + 1, as Yjs asks).
+    for (asked, start) in [(101, 100), (349, 100), (350, 350), (391, 390), (0, 0)] {
+        let page = read(ReadFrom::Within(asked), 4096).await;
+        assert_eq!(page.offset, start, "asked {asked}");
+        assert_eq!(joined(&page), data[start as usize..]);
+    }
+    // A message longer than the page is read from the offset itself; an
+    // exact offset is never moved.
+    assert_eq!(read(ReadFrom::Within(420), 200).await.offset, 420);
+    assert_eq!(read(ReadFrom::Offset(101), 4096).await.offset, 101);
+    // Pages end at message boundaries inside flushed bytes.
+    let page = read(ReadFrom::Offset(0), 120).await;
+    assert_eq!((page.offset, page.next_offset), (0, 100));
+    assert_eq!(joined(&page), data[..100]);
+    assert_eq!(read(ReadFrom::Within(0), 380).await.next_offset, 350);
+    // Paging with the offsets handed out loses and repeats nothing, with
+    // pages smaller and larger than the messages.
+    for max in [7usize, 64, 120, 260, 333, 1000] {
+        let (mut got, mut at) = (Vec::new(), 0u64);
+        for _ in 0..2_000 {
+            let page = read(ReadFrom::Within(at), max).await;
+            assert_eq!(page.offset, at, "page size {max}");
+            got.extend(joined(&page));
+            at = page.next_offset;
+            if page.up_to_date {
+                break;
+            }
+        }
+        assert!(got == data, "page size {max}");
+    }
     workers.stop().await;
     engine.shutdown().await;
 }

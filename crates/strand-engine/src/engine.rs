@@ -31,16 +31,17 @@ pub type ColdRead<'a> = std::pin::Pin<
 /// (installed with [`Engine::set_cold_reader`]; the engine cannot depend
 /// on the crate that implements it).
 pub trait ColdReader: Send + Sync + 'static {
-    /// Reads up to `max_len` bytes of `stream_id` from `offset`, whatever
-    /// tier holds them, as one page. `through` is a fork reading through
-    /// the stream: expiry and soft deletion must not stop it (the
-    /// machine's `read_plan_through`); otherwise it is a reader's own read
-    /// (`read_plan_at`).
+    /// Reads up to `max_len` bytes of `stream_id` from `from` (an offset,
+    /// or with [`ReadFrom::Within`] an offset the read may move back to the
+    /// start of the message holding it), whatever tier holds them, as one
+    /// page. `through` is a fork reading through the stream: expiry and
+    /// soft deletion must not stop it (the machine's `read_plan_through`);
+    /// otherwise it is a reader's own read (`read_plan_at`).
     fn read_cold(
         &self,
         engine: Engine,
         stream_id: BucketStreamId,
-        offset: u64,
+        from: ReadFrom,
         max_len: usize,
         through: bool,
     ) -> ColdRead<'_>;
@@ -458,9 +459,8 @@ impl Engine {
             .await?;
         match reply {
             ReadReply::Data(outcome) => Ok(outcome),
-            ReadReply::Cold { offset, error } => {
-                self.read_cold(stream_id, offset, max_len, false, error)
-                    .await
+            ReadReply::Cold { from, error } => {
+                self.read_cold(stream_id, from, max_len, false, error).await
             }
             ReadReply::Inherited {
                 offset,
@@ -504,14 +504,14 @@ impl Engine {
     pub(crate) async fn read_cold(
         &self,
         stream_id: BucketStreamId,
-        offset: u64,
+        from: ReadFrom,
         max_len: usize,
         through: bool,
         error: StreamResponse,
     ) -> Result<ReadOutcome, EngineError> {
         match self.inner.cold.get() {
             Some(cold) => {
-                cold.read_cold(self.clone(), stream_id, offset, max_len, through)
+                cold.read_cold(self.clone(), stream_id, from, max_len, through)
                     .await
             }
             None => Ok(Err(error)),

@@ -349,9 +349,9 @@ impl Engine {
                 match self.read_once(&owner, at, span, true).await? {
                     ReadReply::Data(Ok(read)) => break read,
                     ReadReply::Data(Err(e)) => return Ok(Err(e)),
-                    ReadReply::Cold { offset, error } => {
+                    ReadReply::Cold { from, error } => {
                         match self
-                            .read_cold(owner.clone(), offset, span, true, error)
+                            .read_cold(owner.clone(), from, span, true, error)
                             .await?
                         {
                             Ok(read) => break read,

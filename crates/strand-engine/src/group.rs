@@ -105,7 +105,10 @@ pub(crate) enum ReadReply {
     /// The range at `offset` is not in the hot buffer: a cold-tier read
     /// ([`crate::ColdReader`]) must serve it; `error` is the machine's
     /// answer when there is no cold tier.
-    Cold { offset: u64, error: StreamResponse },
+    Cold {
+        from: ReadFrom,
+        error: StreamResponse,
+    },
     /// `offset` lies below the stream's fork offset `cap`: read `source`.
     Inherited {
         source: BucketStreamId,
@@ -687,10 +690,10 @@ impl GroupCore {
 }
 
 /// A hot read's answer, or the cold tier's turn when the range is not hot.
-fn cold_or_data(offset: u64, outcome: ReadOutcome) -> ReadReply {
+fn cold_or_data(from: ReadFrom, outcome: ReadOutcome) -> ReadReply {
     match outcome {
         Err(error) if error.error_code() == Some(strand::StreamErrorCode::InvalidColdFlush) => {
-            ReadReply::Cold { offset, error }
+            ReadReply::Cold { from, error }
         }
         other => ReadReply::Data(other),
     }
@@ -741,7 +744,12 @@ fn read(
     if let Ok(read) = outcome.as_mut() {
         machine.end_on_message(id, read);
     }
-    cold_or_data(offset, outcome)
+    // Below the hot start only the cold tier knows where messages start.
+    let cold_from = match from {
+        ReadFrom::Within(_) => ReadFrom::Within(offset),
+        _ => ReadFrom::Offset(offset),
+    };
+    cold_or_data(cold_from, outcome)
 }
 
 /// A fork's read through this stream: no expiry, no renewal.
@@ -767,7 +775,10 @@ fn read_through(
             content_type: content_type(machine, id),
         };
     }
-    cold_or_data(offset, machine.read_hot_through(id, offset, max_len))
+    cold_or_data(
+        ReadFrom::Offset(offset),
+        machine.read_hot_through(id, offset, max_len),
+    )
 }
 
 /// The owner task's loop: serve requests until every sender is gone or

@@ -28,6 +28,10 @@ pub struct FlushedPiece {
     pub chunk: ColdChunkRef,
     /// Its bytes, as slices of the hot buffer, in order.
     pub bytes: Vec<Bytes>,
+    /// The stream offsets in the chunk where a message starts, ascending,
+    /// as the machine knew them before the flush merged them away
+    /// (`StreamStateMachine::message_starts`; empty for a JSON stream).
+    pub message_starts: Vec<u64>,
 }
 
 /// What one applied `AckColdGc` reclaimed: the GC queue's entries it
@@ -112,7 +116,7 @@ fn hot_range(
 /// What a command hands the replica once the machine applied it.
 pub(crate) enum Capture {
     /// A `FlushCold`'s piece, handed over if the machine accepts it.
-    Flush(ColdChunkRef, Option<Vec<Bytes>>),
+    Flush(ColdChunkRef, Option<Vec<Bytes>>, Vec<u64>),
     /// The GC entries an `AckColdGc` acknowledges.
     Gc(Vec<ColdGcTarget>),
 }
@@ -124,6 +128,7 @@ impl Capture {
             StreamCommand::FlushCold { stream_id, chunk } => Some(Self::Flush(
                 chunk.clone(),
                 hot_range(machine, stream_id, chunk.start_offset, chunk.end_offset),
+                machine.message_starts(stream_id, chunk.start_offset, chunk.end_offset),
             )),
             StreamCommand::AckColdGc { up_to_seq } => {
                 let targets: Vec<ColdGcTarget> = machine
@@ -144,10 +149,15 @@ impl Capture {
             return;
         }
         match self {
-            Self::Flush(chunk, Some(bytes)) => {
-                replica.flushed(group, FlushedPiece { chunk, bytes })
-            }
-            Self::Flush(chunk, None) => tracing::error!(
+            Self::Flush(chunk, Some(bytes), message_starts) => replica.flushed(
+                group,
+                FlushedPiece {
+                    chunk,
+                    bytes,
+                    message_starts,
+                },
+            ),
+            Self::Flush(chunk, None, _) => tracing::error!(
                 group,
                 object = %chunk.s3_path,
                 "an accepted FlushCold's bytes were not hot here: this node's copy of the object must come from a peer"

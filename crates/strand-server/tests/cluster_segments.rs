@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use common::eventually;
+use common::{eventually, off};
 use process::{Server, free_port, request, start_args};
 
 fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
@@ -333,7 +333,9 @@ async fn a_damaged_or_truncated_copy_is_replaced_from_a_peer() {
         .unwrap()
         .kill9();
     let root = dir.join(format!("node-{hurt}")).join("segments");
-    let files: Vec<String> = segment_files(dir, hurt).into_iter().collect();
+    let (sidecars, files): (Vec<String>, Vec<String>) = segment_files(dir, hurt)
+        .into_iter()
+        .partition(|f| f.ends_with(".starts"));
     let flipped = root.join(&files[0]);
     let mut bytes = std::fs::read(&flipped).unwrap();
     bytes[0] ^= 0xff;
@@ -346,6 +348,15 @@ async fn a_damaged_or_truncated_copy_is_replaced_from_a_peer() {
         .unwrap()
         .set_len(len / 2)
         .unwrap();
+    // And a message-start sidecar cut short.
+    let cut_sidecar = root.join(&sidecars[0]);
+    let sidecar_len = std::fs::metadata(&cut_sidecar).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&cut_sidecar)
+        .unwrap()
+        .set_len(sidecar_len - 1)
+        .unwrap();
 
     nodes[usize::try_from(hurt - 1).unwrap()] = Some(start_args(&node_args(dir, hurt, &ports)));
     until("the follower serves every byte again", || async {
@@ -356,6 +367,22 @@ async fn a_damaged_or_truncated_copy_is_replaced_from_a_peer() {
         cold_report(at(hurt)).await["replica_fetched"].as_u64() >= Some(2)
     })
     .await;
+    // Reads that need message starts (an offset inside a message) find
+    // every sidecar whole again: the cut one comes from a peer.
+    for i in 0..64u64 {
+        let url = format!("/v1/stream/s?offset={}", off(i * 4096 + 1));
+        let r = request(at(hurt), "GET", &url, &[], b"").await.unwrap();
+        assert_eq!(r.status, 200, "{url}");
+        assert!(
+            r.body.starts_with(&body(usize::try_from(i).unwrap())),
+            "{url} starts at its message"
+        );
+    }
+    assert_eq!(
+        std::fs::metadata(&cut_sidecar).unwrap().len(),
+        sidecar_len,
+        "the cut sidecar has its length again"
+    );
     assert_eq!(
         std::fs::metadata(&cut).unwrap().len(),
         len,
