@@ -8,7 +8,9 @@
 //! hot-memory budget that admits writes ([`HotBudget`]); and, per group,
 //! the flush worker (`plan_largest_cold_flush_batch` → upload → `FlushCold`),
 //! the GC worker (the replicated GC queue → deletes → `AckColdGc`), the
-//! orphan sweep, and cold reads (the machine's read plan → ranged GETs).
+//! orphan sweep, and cold reads (the machine's read plan → ranged GETs),
+//! which begin and end at whole messages through each object's
+//! message-start sidecar ([`starts`]).
 //!
 //! It reaches state only through `strand-engine`'s public API (queries and
 //! commands of [`Engine`]) and must not know HTTP or the Durable Streams
