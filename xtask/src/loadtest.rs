@@ -90,7 +90,7 @@ const LONG_POLL_MS: u64 = 30_000;
 pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--only TEXT] [--pin] [--resident-writers-large N] [--resident-writers-small N]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Target {
+pub(crate) enum Target {
     Strand,
     StrandDurable,
     StrandNoFsync,
@@ -103,7 +103,7 @@ enum Target {
 }
 
 impl Target {
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Target::Strand => "strand",
             Target::StrandDurable => "strand durable",
@@ -134,7 +134,7 @@ impl Target {
 
     /// Electric's data directory for a run of this target, if it is
     /// Electric's server.
-    fn electric_data(self, work: &Path) -> Option<PathBuf> {
+    pub(crate) fn electric_data(self, work: &Path) -> Option<PathBuf> {
         match self {
             Target::Electric => Some(work.join("electric-data")),
             Target::ElectricWal => Some(work.join("electric-wal-data")),
@@ -501,7 +501,7 @@ fn start(root: &Path, target: Target, work: &Path) -> Result<Vec<ServerGuard>, S
     start_one(root, target, work).map(|g| vec![g])
 }
 
-fn start_one(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
+pub(crate) fn start_one(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
     match target {
         Target::Strand => start_strand(root, LONG_POLL_MS, work.join("strand-server.log"), &[]),
         Target::StrandCluster | Target::StrandClusterLeader => {
@@ -637,7 +637,7 @@ fn parse_cpu_list(list: &str) -> Result<Vec<u32>, String> {
     Ok(cpus)
 }
 
-fn run_bench(
+pub(crate) fn run_bench(
     bench: &Path,
     cpus: Option<&str>,
     servers: &[ServerGuard],
@@ -672,7 +672,7 @@ fn run_bench(
     serde_json::from_str(line).map_err(|e| format!("bad RESULT line: {e}"))
 }
 
-fn peer_binary(root: &Path, peer: &PeerCrate) -> PathBuf {
+pub(crate) fn peer_binary(root: &Path, peer: &PeerCrate) -> PathBuf {
     target_dir(root)
         .join(peer.root)
         .join("bin")

@@ -9,6 +9,7 @@ mod http_conformance;
 mod install_check;
 mod loadtest;
 mod npm;
+mod profile;
 mod prometheus;
 mod servers;
 mod tools;
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
         Some("tools") => tools::ensure_all(&root),
         Some("vendor-conformance") => vendor::vendor_conformance(&root, &args[1..]),
         Some("loadtest") => loadtest::loadtest(&root, &args[1..]),
+        Some("profile") => profile::profile(&root, &args[1..]),
         Some("cold-outage") => cold_outage(&root, &args[1..]),
         Some("faults") => faults(&root, &args[1..]),
         Some("invariant") => invariant(&root, &args[1..]),
@@ -94,6 +96,13 @@ fn print_help() {
     println!("           --cluster against node 2 of a three-node loopback cluster;");
     println!("           --subscriptions adds the opt-in subscription tests, run inside a");
     println!("           loopback-only network namespace (unshare --net; refused without)");
+    println!("  {}", profile::USAGE.trim_start_matches("cargo xtask "));
+    println!("           where each server's time per append goes: loadtest's write scenarios");
+    println!("           against strand (memory, durable) and Electric's server (memory, wal),");
+    println!("           three runs each: perf stat (CPU user/system, context switches,");
+    println!("           wakeups, page faults), allocator uprobes (allocations), strace -c");
+    println!("           (system calls), every count per append; needs perf, strace and root;");
+    println!("           not part of ci");
     println!("  {}", prometheus::USAGE.trim_start_matches("cargo xtask "));
     println!("           a real Prometheus (Debian's package, pinned; installed when missing");
     println!("           and root) scrapes a 3-node cluster's GET /metrics on loopback while");
