@@ -16,7 +16,12 @@
 //! `http-conformance`); the Python check gets its own virtualenv in
 //! `target/apps/venv`, rebuilt when missing or when the requirements file
 //! changed. The server is a release `strand-server --memory` (or the debug
-//! one with `--debug-build`, as `cargo xtask ci` runs it) or, with
+//! one with `--debug-build`, as `cargo xtask ci` runs it); with
+//! `--flushed` a durable one (a fresh `target/apps/flushed-data`) that
+//! moves every appended byte to its segment files within milliseconds
+//! (`--cold-flush-bytes 1 --cold-piece-bytes 1 --cold-flush-interval-ms
+//! 5`), so the libraries read what they wrote back from disk, offsets they
+//! compute included (`ci` runs both); or, with
 //! `--server node`, the node reference server `@durable-streams/server`
 //! (pinned in the same lockfile). Each check's output goes to
 //! `target/apps/NAME.log`; the run prints one line per check and
@@ -34,7 +39,7 @@ use crate::{run, target_dir};
 
 /// Usage of the task, for errors and `cargo xtask help`.
 pub(crate) const USAGE: &str =
-    "cargo xtask apps [--server strand|node] [--only NAME] [--debug-build]";
+    "cargo xtask apps [--server strand|node] [--only NAME] [--debug-build] [--flushed]";
 
 /// The idle long-poll timeout given to the server (as `http-conformance`).
 const LONG_POLL_TIMEOUT_MS: u64 = 500;
@@ -107,6 +112,7 @@ struct Options {
     server: Server,
     only: Option<String>,
     debug_build: bool,
+    flushed: bool,
 }
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
@@ -114,6 +120,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         server: Server::Strand,
         only: None,
         debug_build: false,
+        flushed: false,
     };
     crate::parse_flags(args, USAGE, |flag, value, inline| {
         match flag {
@@ -139,6 +146,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
                 options.only = Some(name);
             }
             "--debug-build" if !inline => options.debug_build = true,
+            "--flushed" if !inline => options.flushed = true,
             _ => return Ok(false),
         }
         Ok(true)
@@ -188,16 +196,43 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
         None
     };
 
+    if options.flushed && options.server != Server::Strand {
+        return Err(format!("--flushed is strand's; usage: {USAGE}"));
+    }
+    let mut extra: Vec<String> = Vec::new();
+    if options.flushed {
+        let data = work.join("flushed-data");
+        let _ = fs::remove_dir_all(&data);
+        extra.push("--data-dir".into());
+        extra.push(data.display().to_string());
+        for (flag, value) in [
+            ("--cold-flush-bytes", "1"),
+            ("--cold-piece-bytes", "1"),
+            ("--cold-flush-interval-ms", "5"),
+        ] {
+            extra.push(flag.into());
+            extra.push(value.into());
+        }
+    }
     let mut server = match options.server {
         Server::Strand => start_strand(
             root,
             LONG_POLL_TIMEOUT_MS,
-            work.join("strand-server.log"),
-            &[],
+            work.join(if options.flushed {
+                "strand-server-flushed.log"
+            } else {
+                "strand-server.log"
+            }),
+            &extra,
         )?,
         Server::Node => start_node(&work, LONG_POLL_TIMEOUT_MS, work.join("node-server.log"))?,
     };
-    println!("apps: {} at {}", server.name, server.url);
+    let flushed = if options.flushed {
+        " (durable, every byte flushed to segment files)"
+    } else {
+        ""
+    };
+    println!("apps: {} at {}{flushed}", server.name, server.url);
 
     let (mut passed, mut failed) = (0, 0);
     for check in &checks {

@@ -115,14 +115,16 @@ fn print_help() {
     println!("  install-check");
     println!("           cargo install --locked --path for strand-server and strand-cli into");
     println!("           target/install-check, then runs both installed binaries; not in ci");
-    println!("  apps [--server strand|node] [--only NAME] [--debug-build]");
+    println!("  apps [--server strand|node] [--only NAME] [--debug-build] [--flushed]");
     println!("           the protocol's ecosystem libraries (tests/apps, pinned) against");
     println!("           strand-server --memory (release; debug with --debug-build) or the");
     println!("           node reference server, on loopback: yjs (y-durable-streams: sync,");
     println!("           awareness, reconnect, late joiners, compaction), aisdk (a resumable");
     println!("           AI SDK chat over aisdk-transport, mock model), state (StreamDB),");
     println!("           python (the PyPI client, in target/apps/venv); one line per check");
-    println!("           and `apps: N passed, M failed`; logs in target/apps/NAME.log");
+    println!("           and `apps: N passed, M failed`; logs in target/apps/NAME.log;");
+    println!("           --flushed against a durable node that flushes every byte to its");
+    println!("           segment files at once (ci runs both)");
     println!(
         "  faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N]"
     );
@@ -412,7 +414,9 @@ fn step_http_conformance_subscriptions(root: &Path) -> Result<(), String> {
 /// The ecosystem libraries' checks (`cargo xtask apps`) against the debug
 /// strand-server the tests step built, like the http-conformance steps.
 fn step_apps(root: &Path) -> Result<(), String> {
-    apps::apps(root, &["--debug-build".into()])
+    apps::apps(root, &["--debug-build".into()])?;
+    // Again with every byte read back from segment files.
+    apps::apps(root, &["--debug-build".into(), "--flushed".into()])
 }
 
 fn step_console(root: &Path) -> Result<(), String> {
