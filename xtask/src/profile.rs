@@ -381,17 +381,18 @@ fn probes(binary: &Path, group: &str, functions: &[&str]) -> Result<String, Stri
         .status();
     let mut events = Vec::new();
     for f in functions {
-        let status = Command::new("perf")
-            .args(["probe", "-q", "-x"])
+        let output = Command::new("perf")
+            .args(["probe", "-x"])
             .arg(binary)
             .args(["-a", &format!("{group}:{f}={f}")])
-            .stdout(Stdio::null())
-            .status()
+            .output()
             .map_err(|e| format!("cannot run perf probe: {e}"))?;
-        if !status.success() {
+        if !output.status.success() {
             return Err(format!(
-                "perf probe could not place {group}:{f} on {} (root is needed)",
-                binary.display()
+                "perf probe could not place {group}:{f} on {} (root is needed; `perf probe -l` \
+                 lists probes that may be in the way): {}",
+                binary.display(),
+                String::from_utf8_lossy(&output.stderr).trim()
             ));
         }
         events.push(format!("{group}:{f}"));
