@@ -392,16 +392,7 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
             other => return Err(format!("unknown option `{other}`; usage: {USAGE}")),
         }
     }
-    let mut build = cargo(root);
-    build.args([
-        "build",
-        "--release",
-        "-p",
-        "strand-server",
-        "-p",
-        "strand-bench",
-    ]);
-    run(build)?;
+    build_server_and_bench(root)?;
     let load_cpus = if pin {
         let (servers, load) = pinned_cpus()?;
         println!("xtask: servers on CPU {servers}, the load tool on CPUs {load}");
@@ -490,6 +481,21 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     print_table(&scenarios, &targets, &results);
     println!("raw results: {}", raw_path.display());
     Ok(())
+}
+
+/// Builds the release strand-server and strand-bench (together, so both
+/// commands that load a server reuse one build).
+pub(crate) fn build_server_and_bench(root: &Path) -> Result<(), String> {
+    let mut build = cargo(root);
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "strand-server",
+        "-p",
+        "strand-bench",
+    ]);
+    run(build)
 }
 
 /// Starts a target's server processes (three for the cluster).

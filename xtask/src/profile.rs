@@ -30,8 +30,10 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::loadtest::{ELECTRIC, Target, ensure_peer, peer_binary, run_bench, start_one};
-use crate::{cargo, run, target_dir};
+use crate::loadtest::{
+    ELECTRIC, Target, build_server_and_bench, ensure_peer, peer_binary, run_bench, start_one,
+};
+use crate::target_dir;
 
 /// Usage of the task.
 pub(crate) const USAGE: &str = "cargo xtask profile [--quick] [--only TEXT]";
@@ -75,16 +77,7 @@ pub(crate) fn profile(root: &Path, args: &[String]) -> Result<(), String> {
             return Err(format!("`{tool}` is needed (and root, for perf's probes)"));
         }
     }
-    let mut build = cargo(root);
-    build.args([
-        "build",
-        "--release",
-        "-p",
-        "strand-server",
-        "-p",
-        "strand-bench",
-    ]);
-    run(build)?;
+    build_server_and_bench(root)?;
     ensure_peer(root, &ELECTRIC)?;
     let work = target_dir(root).join("profile");
     fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;

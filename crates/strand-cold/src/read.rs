@@ -302,22 +302,7 @@ async fn end_on_message(
     let Some(start) = starts.at_or_before(at + 1, low) else {
         return Ok(());
     };
-    let end = object.start_offset + (start - low);
-    if end <= read.offset || end >= read.next_offset {
-        return Ok(());
-    }
-    let mut keep = usize::try_from(end - read.offset).unwrap_or(usize::MAX);
-    read.slices.retain_mut(|slice| {
-        if keep == 0 {
-            return false;
-        }
-        if slice.len() > keep {
-            slice.truncate(keep);
-        }
-        keep -= slice.len();
-        true
-    });
-    read.next_offset = end;
+    read.truncate_at(object.start_offset + (start - low));
     Ok(())
 }
 

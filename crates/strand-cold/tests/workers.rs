@@ -64,20 +64,7 @@ async fn stream(engine: &Engine, name: &str, payload: &[u8]) -> BucketStreamId {
         .unwrap();
     assert!(matches!(r, StreamResponse::Created { .. }), "{r:?}");
     for piece in payload.chunks(300) {
-        let w = engine
-            .write(WriteRequest {
-                stream_id: id.clone(),
-                content_type: Some("text/plain".into()),
-                media_type_match: false,
-                payload: Bytes::copy_from_slice(piece),
-                close: false,
-                stream_seq: None,
-                producer: None,
-                record_match: None,
-            })
-            .await
-            .unwrap();
-        assert!(!w.response.is_error(), "{:?}", w.response);
+        append(engine, &id, piece).await;
     }
     id
 }
@@ -289,20 +276,7 @@ async fn a_store_that_is_down_keeps_the_hot_bytes_and_reads_mix_tiers() {
     let id = stream(&engine, "s", &data[..2000]).await;
     until(async || engine.hot_bytes().await.unwrap() == 0).await;
     faulty.set_down(true);
-    let more = engine
-        .write(WriteRequest {
-            stream_id: id.clone(),
-            content_type: Some("text/plain".into()),
-            media_type_match: false,
-            payload: Bytes::copy_from_slice(&data[2000..]),
-            close: false,
-            stream_seq: None,
-            producer: None,
-            record_match: None,
-        })
-        .await
-        .unwrap();
-    assert!(!more.response.is_error());
+    append(&engine, &id, &data[2000..]).await;
     // Uploads fail: the bytes stay hot, the failure is counted.
     until(async || tier.stats().consecutive_failures.load(Ordering::Relaxed) >= 3).await;
     assert_eq!(engine.hot_bytes().await.unwrap(), 1000);
@@ -319,16 +293,14 @@ async fn a_store_that_is_down_keeps_the_hot_bytes_and_reads_mix_tiers() {
         .await
         .unwrap()
         .unwrap();
-    let got: Vec<u8> = read.slices.iter().flat_map(|s| s.iter().copied()).collect();
-    assert!(got == data);
+    assert!(joined(&read) == data);
     assert!(read.up_to_date);
     let part = tier
         .read(&engine, id.clone(), ReadFrom::Offset(1500), 700)
         .await
         .unwrap()
         .unwrap();
-    let got: Vec<u8> = part.slices.iter().flat_map(|s| s.iter().copied()).collect();
-    assert!(got[..] == data[1500..2200]);
+    assert!(joined(&part)[..] == data[1500..2200]);
     assert_eq!(part.next_offset, 2200);
     until(async || engine.hot_bytes().await.unwrap() == 0).await;
     assert!(tier.report().healthy);

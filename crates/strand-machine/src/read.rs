@@ -108,6 +108,29 @@ impl HotRead {
     pub fn is_empty(&self) -> bool {
         self.next_offset == self.offset
     }
+
+    /// Ends the page at stream offset `end` when it lies strictly inside
+    /// it (the bytes after it are dropped and `next_offset` becomes
+    /// `end`); any other `end` leaves the page as it is. Answers whether
+    /// it cut.
+    pub fn truncate_at(&mut self, end: u64) -> bool {
+        if end <= self.offset || end >= self.next_offset {
+            return false;
+        }
+        let mut keep = to_usize(end - self.offset);
+        self.slices.retain_mut(|slice| {
+            if keep == 0 {
+                return false;
+            }
+            if slice.len() > keep {
+                slice.truncate(keep);
+            }
+            keep -= slice.len();
+            true
+        });
+        self.next_offset = end;
+        true
+    }
 }
 
 impl StreamStateMachine {
@@ -119,24 +142,9 @@ impl StreamStateMachine {
         if read.up_to_date {
             return;
         }
-        let Some((end, _)) = self.message_bounds(stream_id, read.next_offset) else {
-            return;
-        };
-        if end <= read.offset || end >= read.next_offset {
-            return;
+        if let Some((end, _)) = self.message_bounds(stream_id, read.next_offset) {
+            read.truncate_at(end);
         }
-        let mut keep = to_usize(end - read.offset);
-        read.slices.retain_mut(|slice| {
-            if keep == 0 {
-                return false;
-            }
-            if slice.len() > keep {
-                slice.truncate(keep);
-            }
-            keep -= slice.len();
-            true
-        });
-        read.next_offset = end;
     }
 
     /// How far a read of `max_len` bytes may reach: the corrected profile

@@ -243,3 +243,24 @@ fn pages_end_on_message_boundaries() {
     m.end_on_message(&id(), &mut rest);
     assert_eq!((rest.next_offset, rest.len()), (11, 5));
 }
+
+#[test]
+fn truncate_at_cuts_only_strictly_inside_the_page() {
+    let mut read = strand_machine::HotRead {
+        offset: 10,
+        next_offset: 17,
+        content_type: "text/plain".into(),
+        slices: vec![Bytes::from_static(b"abc"), Bytes::from_static(b"defg")],
+        up_to_date: false,
+        closed: false,
+    };
+    for outside in [10, 17, 5, 30] {
+        assert!(!read.truncate_at(outside));
+        assert_eq!(read.len(), 7);
+    }
+    assert!(read.truncate_at(14));
+    assert_eq!(read.next_offset, 14);
+    assert_eq!(read.slices, [&b"abc"[..], &b"d"[..]]);
+    assert!(read.truncate_at(12));
+    assert_eq!(read.slices, [&b"ab"[..]]);
+}
