@@ -280,19 +280,7 @@ fn run_webhook_tests(root: &Path) -> Result<(), String> {
     only_loopback()?;
     println!("xtask: the webhook tests of strand-server, in the namespace");
     for test in WEBHOOK_TESTS {
-        let mut cmd = crate::cargo(root);
-        cmd.args([
-            "test",
-            "--offline",
-            "--workspace",
-            "--test",
-            "server",
-            "--",
-            "--ignored",
-            "--exact",
-            test,
-        ]);
-        crate::run(cmd)?;
+        crate::run_ignored_server_test(root, test, &["--offline"])?;
     }
     Ok(())
 }

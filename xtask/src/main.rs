@@ -671,18 +671,28 @@ fn step_deny(root: &Path) -> Result<(), String> {
 /// tests step, run here, where it fails when moto cannot be had (the
 /// machine's Python, or `moto[server]` pip-installed into `target/moto`).
 fn step_s3(root: &Path) -> Result<(), String> {
+    run_ignored_server_test(root, S3_TEST, &[])
+}
+
+/// Runs one ignored test of strand-server's `server` test binary by its
+/// exact name, with `cargo_args` before `--` (`--offline` inside a
+/// network namespace), and fails unless exactly that test ran and passed.
+pub(crate) fn run_ignored_server_test(
+    root: &Path,
+    test: &str,
+    cargo_args: &[&str],
+) -> Result<(), String> {
     let mut cmd = cargo(root);
     // `--workspace` keeps the feature set of the tests step, so nothing is
     // rebuilt (a single `--package` resolves features differently).
-    cmd.args([
-        "test",
+    cmd.arg("test").args(cargo_args).args([
         "--workspace",
         "--test",
         "server",
         "--",
         "--ignored",
         "--exact",
-        S3_TEST,
+        test,
     ]);
     let shown = format!("{cmd:?}");
     let output = cmd
@@ -696,12 +706,11 @@ fn step_s3(root: &Path) -> Result<(), String> {
     }
     // A renamed test would match nothing and pass.
     if !stdout.contains("test result: ok. 1 passed") {
-        return Err(format!("{shown} ran no test named {S3_TEST}"));
+        return Err(format!("{shown} ran no test named {test}"));
     }
     Ok(())
 }
 
-/// The ignored test [`step_s3`] runs.
 const S3_TEST: &str = "cold_s3::the_s3_backend_flushes_reads_and_reclaims_against_moto";
 
 /// Restores every fixture of `tests/fixtures/legacy/` (spec 07 §8 legacy
