@@ -314,20 +314,18 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     // copy on the way to the store.
     let mut parts = Vec::with_capacity(pieces.iter().map(|(p, _)| p.slices.len()).sum());
     let mut placed = Vec::with_capacity(pieces.len());
-    let mut message_starts = Vec::with_capacity(pieces.len());
     let mut size = 0u64;
     for (mut piece, starts) in pieces {
         let len = piece.end_offset.saturating_sub(piece.start_offset);
         parts.append(&mut piece.slices);
-        message_starts.push((size, piece.start_offset, starts));
-        placed.push((size, piece));
+        placed.push((size, piece, starts));
         size = size.saturating_add(len);
     }
     // Where messages start goes first, so a readable object always has it.
     let sidecar = starts::positions(
-        message_starts
+        placed
             .iter()
-            .map(|(at, start, starts)| (*at, *start, starts.as_slice())),
+            .map(|(at, piece, starts)| (*at, piece.start_offset, starts.as_slice())),
     );
     if let Some(positions) = sidecar.as_deref() {
         let sidecar = starts::sidecar_name(&name);
@@ -352,7 +350,7 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     // in one apply (a node that keeps its own copy writes it whole).
     let commands: Vec<StreamCommand> = placed
         .iter()
-        .map(|(at, c)| StreamCommand::FlushCold {
+        .map(|(at, c, _)| StreamCommand::FlushCold {
             stream_id: c.stream_id.clone(),
             chunk: ColdChunkRef {
                 start_offset: c.start_offset,
@@ -374,7 +372,7 @@ async fn flush_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
         }
     };
     let mut committed = 0u64;
-    for ((_, c), response) in placed.iter().zip(responses) {
+    for ((_, c, _), response) in placed.iter().zip(responses) {
         if let StreamResponse::ColdFlushed { .. } = response {
             committed += 1;
             ColdStats::add(&shared.stats.flushed_chunks, 1);

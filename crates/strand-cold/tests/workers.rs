@@ -11,7 +11,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use strand::{BucketStreamId, ColdChunkRef, StreamCommand, StreamResponse};
 use strand_cold::{
-    ColdConfig, ColdTier, FaultPlan, FaultyBackend, ObjectStoreBackend, SharedBackend, starts,
+    ColdBackend, ColdConfig, ColdTier, FaultPlan, FaultyBackend, ObjectStoreBackend, SharedBackend,
+    starts,
 };
 use strand_engine::{Engine, EngineConfig, ManualClock, ReadFrom, WriteRequest};
 
@@ -137,13 +138,7 @@ async fn gc_waits_for_not_before_ms() {
         .await
         .unwrap();
     assert!(pending >= 1);
-    let stored: Vec<String> = backend
-        .list("")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.name)
-        .collect();
+    let stored = stored_names(backend.as_ref()).await;
     for p in &old_paths {
         assert!(stored.contains(p), "{p} deleted before not_before_ms");
     }
@@ -156,11 +151,11 @@ async fn gc_waits_for_not_before_ms() {
             == 0
     })
     .await;
-    let stored = backend.list("").await.unwrap();
+    let stored = stored_names(backend.as_ref()).await;
     // Each object goes with its message-start sidecar.
     assert!(
-        stored.iter().all(|o| !old_paths.contains(&o.name)
-            && !old_paths.iter().any(|p| o.name == starts::sidecar_name(p))),
+        stored.iter().all(|name| !old_paths.contains(name)
+            && !old_paths.iter().any(|p| *name == starts::sidecar_name(p))),
         "{stored:?}"
     );
     workers.stop().await;
@@ -182,6 +177,17 @@ async fn append(engine: &Engine, id: &BucketStreamId, payload: &[u8]) {
         .await
         .unwrap();
     assert!(!w.response.is_error(), "{:?}", w.response);
+}
+
+/// The names of every object stored.
+async fn stored_names(backend: &dyn ColdBackend) -> Vec<String> {
+    backend
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect()
 }
 
 fn joined(read: &strand::HotRead) -> Vec<u8> {
@@ -210,13 +216,7 @@ async fn flushed_messages_are_read_whole() {
         starts.push(at + size);
     }
     until(async || engine.hot_bytes().await.unwrap() == 0).await;
-    let stored: Vec<String> = backend
-        .list("")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.name)
-        .collect();
+    let stored = stored_names(backend.as_ref()).await;
     assert!(
         stored.iter().any(|n| starts::object_of(n).is_some()),
         "{stored:?}"
