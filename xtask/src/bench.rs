@@ -450,6 +450,13 @@ fn summary(f: &Figures) -> (String, Vec<String>) {
         "<= 80 B",
         "219 B",
     ));
+    let per_chunk = f.custom("heap_bytes_per_cold_chunk", m);
+    rows.push(row(
+        "heap bytes per stored cold chunk",
+        per_chunk.map(|b| (format!("{b:.0} B"), Met::check(b <= 120.0))),
+        "<= 120 B",
+        "",
+    ));
 
     let retry_big = f.median("producer/retry_200k_receipts", m);
     let retry_small = f.median("producer/retry_10_receipts", m);

@@ -19,6 +19,12 @@
 //!   receipt (the payloads, hot chunks and message records are the same on
 //!   both sides and cancel out). Vector capacity slack is included: it is
 //!   heap the machine holds.
+//! * `heap_bytes_per_cold_chunk`: 1 000 streams, each flushed 20 times;
+//!   every round is one shared object holding a 512 B piece of every
+//!   stream (as the flush worker packs them), with its BLAKE3 digest. The
+//!   same appends and flushes into exclusive objects (which leave no stored
+//!   chunk) on a second machine; the difference of the two live heap
+//!   growths, divided by the stored chunks, is what one costs.
 //! * `allocs_per_stream_write_snapshot_{json,binary}`: allocation events
 //!   inside `write_snapshot` per stream, on 1 000 streams shaped like the
 //!   snapshot bench's (2 KiB hot in 8 appends by 3 producers each), written
@@ -44,7 +50,62 @@ fn main() {
     empty_forks();
     allocations_per_append();
     receipts();
+    cold_chunks();
     snapshot_allocations();
+}
+
+/// Heap bytes per stored (shared) cold chunk.
+fn cold_chunks() {
+    let streams = scale(1_000, 50);
+    let rounds = 20;
+    let shared = flushed_growth(streams, rounds, true);
+    let exclusive = flushed_growth(streams, rounds, false);
+    report(
+        "heap_bytes_per_cold_chunk",
+        shared.saturating_sub(exclusive) as f64 / (streams * rounds) as f64,
+        "bytes",
+    );
+}
+
+/// Live heap growth of `rounds` rounds of a 512 B append and its flush to
+/// each of `streams` streams (into one shared object per round, or into
+/// an exclusive object per piece).
+fn flushed_growth(streams: usize, rounds: usize, shared: bool) -> usize {
+    let ids = stream_ids("coldmem", "s-", 5, streams);
+    let mut machine = machine_with_streams("coldmem", &ids, OCTET);
+    let piece = 512u64;
+    let body = payload(piece as usize, 7);
+    let digest = blake3::hash(&body).to_hex().to_string();
+    let object_size = piece * streams as u64;
+    let before = live_bytes();
+    for round in 0..rounds as u64 {
+        let object = format!("g/000/p/{:013}-{round:016x}.pack", 1_733_000_000_000u64);
+        for (i, id) in ids.iter().enumerate() {
+            let response = machine.apply(append(id.clone(), OCTET, body.clone(), None));
+            expect_ok(&response, "append");
+            let (s3_path, object_size, object_offset) = if shared {
+                (object.clone(), object_size, piece * i as u64)
+            } else {
+                (format!("{object}-{i}"), piece, 0)
+            };
+            let response = machine.apply(strand_machine::StreamCommand::FlushCold {
+                stream_id: id.clone(),
+                chunk: strand_model::ColdChunkRef {
+                    start_offset: round * piece,
+                    end_offset: (round + 1) * piece,
+                    s3_path,
+                    object_size,
+                    object_offset,
+                    shared_object: shared,
+                    payload_digest: digest.clone(),
+                },
+            });
+            expect_ok(&response, "flush");
+        }
+    }
+    let growth = live_bytes().saturating_sub(before);
+    drop(machine);
+    growth
 }
 
 /// Allocation events per stream inside `write_snapshot`, both formats.

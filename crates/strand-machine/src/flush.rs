@@ -187,14 +187,11 @@ impl StreamStateMachine {
         let retained = data.retained_offset;
         compact_message_records(&mut data.message_records, retained, end);
         let hot_start = data.hot.public_start(tail);
-        let shared_path = chunk.shared_object.then(|| chunk.s3_path.clone());
         if chunk.shared_object {
-            data.cold.push_chunk(chunk);
+            data.cold
+                .push_shared_chunk(chunk, &mut self.shared, &id.bucket_id);
         }
         self.remove_hot_bytes(removed);
-        if let Some(path) = shared_path {
-            self.shared.retain(&path, &id.bucket_id);
-        }
         StreamResponse::ColdFlushed {
             hot_start_offset: hot_start,
         }

@@ -1,6 +1,7 @@
 //! The cold GC queue and shared cold object reference counts (spec 05 §8–§9).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use strand_model::{BucketStreamId, ColdGcEntry, ColdGcTarget};
 
@@ -80,30 +81,38 @@ impl GcQueue {
     }
 }
 
-/// Live reference counts and owner buckets of shared cold objects.
+/// Live reference counts and owner buckets of shared cold objects. The
+/// counts' keys are also where the machine interns object paths: every
+/// stored chunk of a shared object holds the same `Arc<str>`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct SharedObjects {
-    refs: BTreeMap<String, u64>,
-    owners: BTreeMap<String, BTreeSet<String>>,
+    refs: BTreeMap<Arc<str>, u64>,
+    owners: BTreeMap<Arc<str>, BTreeSet<String>>,
 }
 
 impl SharedObjects {
-    /// One more live reference to `path`, owned (also) by `bucket_id`.
-    pub(crate) fn retain(&mut self, path: &str, bucket_id: &str) {
-        let count = self.refs.entry(path.to_owned()).or_insert(0);
+    /// One more live reference to `path`, owned (also) by `bucket_id`;
+    /// returns the interned path.
+    pub(crate) fn retain(&mut self, path: &str, bucket_id: &str) -> Arc<str> {
+        let interned = match self.refs.get_key_value(path) {
+            Some((key, _)) => Arc::clone(key),
+            None => Arc::from(path),
+        };
+        let count = self.refs.entry(Arc::clone(&interned)).or_insert(0);
         *count = count.saturating_add(1);
-        let owners = self.owners.entry(path.to_owned()).or_default();
+        let owners = self.owners.entry(Arc::clone(&interned)).or_default();
         if !owners.contains(bucket_id) {
             owners.insert(bucket_id.to_owned());
         }
+        interned
     }
 
     /// Adds owners to a path that has live references (restore step 16).
     pub(crate) fn merge_owners(&mut self, path: &str, bucket_ids: &[String]) {
-        if !self.refs.contains_key(path) {
+        let Some((interned, _)) = self.refs.get_key_value(path) else {
             return;
-        }
-        let owners = self.owners.entry(path.to_owned()).or_default();
+        };
+        let owners = self.owners.entry(Arc::clone(interned)).or_default();
         owners.extend(bucket_ids.iter().cloned());
     }
 
@@ -118,13 +127,13 @@ impl SharedObjects {
     ) {
         let mut reclaim: Vec<(String, BTreeSet<String>)> = Vec::new();
         for path in paths {
-            let Some(count) = self.refs.get_mut(path) else {
+            let Some(count) = self.refs.get_mut(path.as_str()) else {
                 continue;
             };
             *count = count.saturating_sub(1);
             if *count == 0 {
-                self.refs.remove(path);
-                let owners = self.owners.remove(path).unwrap_or_default();
+                self.refs.remove(path.as_str());
+                let owners = self.owners.remove(path.as_str()).unwrap_or_default();
                 reclaim.push((path.clone(), owners));
             }
         }
@@ -153,7 +162,7 @@ impl SharedObjects {
         self.owners
             .iter()
             .filter(|(path, _)| self.refs.contains_key(*path))
-            .map(|(path, owners)| (path.clone(), owners.iter().cloned().collect()))
+            .map(|(path, owners)| (path.to_string(), owners.iter().cloned().collect()))
             .collect()
     }
 }

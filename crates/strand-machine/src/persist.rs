@@ -8,7 +8,7 @@ use strand_snapshot::{
 };
 use strand_usage::UsageLedger;
 
-use crate::cold::ColdState;
+use crate::cold::{ColdState, StoredChunk};
 use crate::fork::ForkState;
 use crate::gc::GcQueue;
 use crate::hot::{HotBuffer, HotChunk};
@@ -127,7 +127,7 @@ fn refill_fields(slot: &StreamSlot, corrected: bool, entry: &mut StreamSnapshotE
     slot.hot().segments_into(hot_segments);
     *cold_frontier_offset = slot.cold_frontier();
     *cold_index_generation = 0;
-    cold_chunks.clone_from_slice_or_extend(slot.cold().chunks());
+    refill_chunks(cold_chunks, slot.cold().chunks());
     external_segments.clone_from_slice_or_extend(slot.cold().external());
     message_records.clone_from_slice_or_extend(slot.message_records());
     *record_index = slot.record_index.as_deref().cloned();
@@ -178,6 +178,18 @@ impl<T: Clone> Refill<T> for Vec<T> {
     fn clone_from_slice_or_extend(&mut self, from: &[T]) {
         self.clear();
         self.extend_from_slice(from);
+    }
+}
+
+/// `out` holds `chunks` in the reference's form, reusing its entries'
+/// strings.
+fn refill_chunks(out: &mut Vec<strand_model::ColdChunkRef>, chunks: &[StoredChunk]) {
+    out.truncate(chunks.len());
+    for (i, chunk) in chunks.iter().enumerate() {
+        match out.get_mut(i) {
+            Some(entry) => chunk.write_into(entry),
+            None => out.push(chunk.to_ref()),
+        }
     }
 }
 
@@ -377,18 +389,20 @@ impl MachineRestorer {
             })
         });
         let bucket_id = entry.metadata.stream_id.bucket_id.clone();
+        let mut cold = restored_cold(
+            entry.cold_frontier_offset,
+            entry.cold_raw_frontier_offset,
+            checked.retained_offset,
+            entry.cold_chunks,
+            entry.external_segments,
+        );
+        cold.retain_shared(&mut self.machine.shared, &bucket_id);
         let slot = StreamSlot::new(
             entry.metadata,
             entry.record_index,
             SlotData {
                 hot,
-                cold: restored_cold(
-                    entry.cold_frontier_offset,
-                    entry.cold_raw_frontier_offset,
-                    checked.retained_offset,
-                    entry.cold_chunks,
-                    entry.external_segments,
-                ),
+                cold,
                 message_records: entry.message_records,
                 integrity: checked.integrity,
                 retained_offset: checked.retained_offset,
@@ -403,9 +417,6 @@ impl MachineRestorer {
         let m = &mut self.machine;
         if slot.soft_deleted() {
             m.soft_deleted_streams += 1;
-        }
-        for chunk in slot.cold().chunks().iter().filter(|c| c.shared_object) {
-            m.shared.retain(&chunk.s3_path, &bucket_id);
         }
         m.add_hot_bytes(slot.hot().len());
         self.gauges.push((bucket_id, slot.retained_bytes()));

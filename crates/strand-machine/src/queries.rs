@@ -181,7 +181,7 @@ impl StreamStateMachine {
     pub fn cold_chunks(&self, stream_id: &BucketStreamId) -> &[ColdChunkRef] {
         self.registry
             .get(stream_id)
-            .map_or(&[], |s| s.cold().chunks())
+            .map_or(&[], |s| s.cold().chunk_refs())
     }
 
     /// Every object a stored cold chunk of any stream names, with the
@@ -191,8 +191,8 @@ impl StreamStateMachine {
         let mut out = std::collections::BTreeMap::new();
         for (_, slot) in self.registry.keyed_slots() {
             for chunk in slot.cold().chunks() {
-                out.entry(chunk.s3_path.clone())
-                    .or_insert(chunk.object_size);
+                out.entry(chunk.path().to_owned())
+                    .or_insert(chunk.object_size());
             }
         }
         out

@@ -369,7 +369,9 @@ impl StreamStateMachine {
         }
         emit_excluding(&mut segments, &direct, cursor, cold_end);
         for chunk in slot.cold().chunks() {
-            object_piece(&mut segments, ObjectPayloadRef::from(chunk), offset, end);
+            if chunk.start_offset.max(offset) < chunk.end_offset.min(end) {
+                object_piece(&mut segments, chunk.payload_ref(), offset, end);
+            }
         }
         for ext in slot.cold().external() {
             object_piece(&mut segments, ext.clone(), offset, end);
