@@ -52,6 +52,10 @@ pub enum Unavailable {
     /// The group's task ended while the engine runs.
     #[error("its task has stopped")]
     Stopped,
+    /// The group's log is waiting for disk space: its filesystem is full.
+    /// What it took before is written once space is freed.
+    #[error("its log is waiting for disk space")]
+    DiskFull,
 }
 
 impl From<Unavailable> for EngineError {

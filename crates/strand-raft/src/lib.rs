@@ -53,6 +53,7 @@ mod node;
 mod proposer;
 mod segment;
 mod snapshot_file;
+mod space;
 mod start;
 mod state_machine;
 mod stats;

@@ -38,6 +38,7 @@ use openraft::{
 
 use strand_engine::GroupEntry;
 
+use crate::space::SpaceWait;
 use crate::stats::{FSYNC_BUCKETS_US, FsyncHistogram, LogStats};
 use crate::sync::lock;
 
@@ -385,6 +386,7 @@ struct Shared {
     tx: Mutex<Option<std_mpsc::Sender<Job>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     counters: Arc<Counters>,
+    space: Arc<SpaceWait>,
 }
 
 impl Shared {
@@ -492,6 +494,7 @@ impl Counters {
             synced_proposals: self.synced_proposals.load(Ordering::Relaxed),
             fsync_us: self.fsync_us.load(Ordering::Relaxed),
             fsync_max_us: self.fsync_max_us.load(Ordering::Relaxed),
+            space_waits: 0,
         }
     }
 }
@@ -668,6 +671,7 @@ impl LogStore {
         }
         let header = header_records(&mem);
         let counters = Arc::new(Counters::default());
+        let space = Arc::new(SpaceWait::default());
         let mem = Arc::new(Mutex::new(mem));
         let files = Arc::new(SegmentFiles {
             dir: dir.to_path_buf(),
@@ -679,6 +683,7 @@ impl LogStore {
             tx: Mutex::new(None),
             writer: Mutex::new(None),
             counters: Arc::clone(&counters),
+            space: Arc::clone(&space),
         });
         let (tx, rx) = std_mpsc::channel();
         let writer = Writer {
@@ -691,6 +696,7 @@ impl LogStore {
             seg_max,
             header,
             counters,
+            space,
             mem,
             files,
         };
@@ -772,7 +778,10 @@ impl LogStore {
     /// entries and bytes written, fsyncs and their time (recovery's
     /// truncation and new segments' headers are not counted).
     pub fn stats(&self) -> LogStats {
-        self.shared.counters.stats()
+        LogStats {
+            space_waits: self.shared.space.waits(),
+            ..self.shared.counters.stats()
+        }
     }
 
     /// The writer thread's fsyncs by duration since the log was opened.
@@ -791,9 +800,24 @@ impl LogStore {
         self.mem().vote
     }
 
+    /// True while the log waits for disk space to write (its filesystem
+    /// is full): what was sent to it is neither written nor lost, and
+    /// it is written once space is freed. New writes should be refused
+    /// meanwhile.
+    pub fn waiting_for_space(&self) -> bool {
+        self.shared.space.waiting()
+    }
+
+    /// The group's waits for disk space, shared with its snapshot builder.
+    pub(crate) fn space(&self) -> Arc<SpaceWait> {
+        Arc::clone(&self.shared.space)
+    }
+
     /// Stops the writer thread once it has written what is queued, and
-    /// waits for it (blocking). Later writes fail.
+    /// waits for it (blocking). Later writes fail, and a write waiting
+    /// for disk space fails instead of waiting on.
     pub fn close(&self) {
+        self.shared.space.close();
         lock(&self.shared.tx).take();
         let handle = lock(&self.shared.writer).take();
         if let Some(handle) = handle {
@@ -1057,6 +1081,8 @@ struct Writer {
     /// The latest vote, committed and purge records (for a new segment).
     header: [Option<Vec<u8>>; 3],
     counters: Arc<Counters>,
+    /// The group's waits for disk space.
+    space: Arc<SpaceWait>,
     /// The store's index, told where each entry landed.
     mem: Arc<Mutex<Mem>>,
     /// The readers' handles, closed when their segment is deleted.
@@ -1124,16 +1150,7 @@ impl Writer {
                 purge = job.purge_upto;
             }
         }
-        if let Err(e) = self.file.write_all(&buf) {
-            // A failed write (a full disk) may leave part of the batch
-            // behind: cut it off, so a later write starts where the index
-            // thinks it does and recovery never meets a torn record with
-            // whole ones after it.
-            if let Err(t) = self.file.set_len(self.len) {
-                tracing::error!(dir = %self.dir.display(), error = %t, "cannot cut a failed log write off");
-            }
-            return Err(e.to_string());
-        }
+        self.write_waiting_for_space(&buf)?;
         self.len += buf.len() as u64;
         if !placed.is_empty() {
             // Readable from here on (the page cache serves positional
@@ -1156,6 +1173,33 @@ impl Writer {
             self.delete_purged(upto);
         }
         Ok(())
+    }
+
+    /// Writes `buf` at the end of the segment. A write the filesystem
+    /// refuses for want of space is cut off and tried again until it fits
+    /// or the log closes ([`SpaceWait::retry`]): the batch's entries were
+    /// not acknowledged, so waiting loses nothing, and openraft, which
+    /// stops a group whose log write fails, sees a slow disk instead. Any
+    /// other error fails the batch.
+    fn write_waiting_for_space(&mut self, buf: &[u8]) -> Result<(), String> {
+        let (file, len, dir) = (&mut self.file, self.len, &self.dir);
+        self.space
+            .retry("log write", &segment_path(dir, self.seq), || {
+                file.write_all(buf).map_err(|e| {
+                    // A failed write may leave part of the batch behind:
+                    // cut it off, so a later write starts where the index
+                    // thinks it does and recovery never meets a torn
+                    // record with whole ones after it. If that fails too,
+                    // the write is not tried again.
+                    match file.set_len(len) {
+                        Ok(()) => e,
+                        Err(t) => std::io::Error::other(format!(
+                            "{e}; cutting the failed write off failed: {t}"
+                        )),
+                    }
+                })
+            })
+            .map_err(|e| e.to_string())
     }
 
     /// Starts the next segment with the header records.

@@ -64,6 +64,7 @@ impl RaftGroup {
     ) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
         let proposer = raft.clone();
+        let disk = log.clone();
         tokio::spawn(async move {
             // At most IN_FLIGHT proposals wait for their commit at a time;
             // what arrives meanwhile is proposed together, as one entry.
@@ -76,6 +77,12 @@ impl RaftGroup {
                     break;
                 };
                 let (entry, dones) = gather(first, &mut rx);
+                if disk.waiting_for_space() {
+                    // The log would only queue it behind the write that
+                    // waits: refuse it now (nothing was applied).
+                    answer_all(dones, Err(Unavailable::DiskFull.into()));
+                    continue;
+                }
                 let copy = cluster.clone().map(|links| (links, entry.clone()));
                 match proposer.client_write_ff(entry).await {
                     Ok(answer) => {

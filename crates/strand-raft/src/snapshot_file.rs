@@ -21,12 +21,13 @@
 use std::io::{Read, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use openraft::{BasicNode, SnapshotMeta};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
+use crate::space::SpaceWait;
 use crate::sync::lock;
 use crate::types::NodeId;
 
@@ -107,11 +108,18 @@ impl SnapshotFile {
 /// fsynced when the encoding is done.
 pub(crate) struct BuildSink {
     file: std::fs::File,
+    path: PathBuf,
+    /// The group's waits for disk space: a write the filesystem refuses
+    /// for want of room is tried again until it fits.
+    space: Arc<SpaceWait>,
 }
 
 impl Write for BuildSink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.file.write(buf)
+        // A failed `write` wrote nothing, so trying it again is exact.
+        let file = &mut self.file;
+        self.space
+            .retry("snapshot write", &self.path, || file.write(buf))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -384,11 +392,11 @@ impl SnapshotDir {
 
     /// A new temporary data file for a snapshot being built, and its
     /// number.
-    pub(crate) fn building(&self) -> Result<(u64, BuildSink), String> {
+    pub(crate) fn building(&self, space: Arc<SpaceWait>) -> Result<(u64, BuildSink), String> {
         let seq = self.take_seq();
         let path = self.building_path(seq);
         let file = std::fs::File::create(&path).map_err(io_at(&path))?;
-        Ok((seq, BuildSink { file }))
+        Ok((seq, BuildSink { file, path, space }))
     }
 
     /// A new file to receive a snapshot into.
@@ -533,7 +541,7 @@ mod tests {
 
     fn build(dir: &SnapshotDir, bytes: &[u8], m: &Meta) -> bool {
         use strand_engine::SnapshotSink;
-        let (seq, mut sink) = dir.building().unwrap();
+        let (seq, mut sink) = dir.building(Arc::default()).unwrap();
         sink.write_all(bytes).unwrap();
         sink.finish().unwrap();
         dir.commit(seq, &dir.building_path(seq), m, false)
@@ -594,7 +602,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, _) = SnapshotDir::open(tmp.path()).unwrap();
         assert!(build(&dir, b"kept", &meta(3)));
-        let (seq, _sink) = dir.building().unwrap();
+        let (seq, _sink) = dir.building(Arc::default()).unwrap();
         let received = dir.receiving().unwrap();
         let (_, recv) = received.into_received();
         let recv_seq = recv.unwrap().0;
@@ -602,7 +610,7 @@ mod tests {
         let (dir, found) = SnapshotDir::open(tmp.path()).unwrap();
         assert!(found.is_some());
         assert_eq!(names(tmp.path()), vec![data_name(1), META_FILE.to_owned()]);
-        let (next, _sink) = dir.building().unwrap();
+        let (next, _sink) = dir.building(Arc::default()).unwrap();
         assert!(next > seq.max(recv_seq));
     }
 
@@ -613,8 +621,8 @@ mod tests {
         let (old, _) = SnapshotDir::open(tmp.path()).unwrap();
         let (new, _) = SnapshotDir::open(tmp.path()).unwrap();
         // Both hand out the same number next, under different names.
-        let (old_seq, _old_sink) = old.building().unwrap();
-        let (new_seq, mut new_sink) = new.building().unwrap();
+        let (old_seq, _old_sink) = old.building(Arc::default()).unwrap();
+        let (new_seq, mut new_sink) = new.building(Arc::default()).unwrap();
         assert_eq!(old_seq, new_seq);
         assert_ne!(old.building_path(old_seq), new.building_path(new_seq));
         // The earlier opening's build fails and cleans up after itself.
@@ -628,7 +636,7 @@ mod tests {
         assert_eq!(read_current(&new).unwrap().1, b"still here");
         // Once closed, a late build keeps nothing and removes its file.
         new.close();
-        let (seq, mut sink) = new.building().unwrap();
+        let (seq, mut sink) = new.building(Arc::default()).unwrap();
         sink.write_all(b"late").unwrap();
         sink.finish().unwrap();
         let path = new.building_path(seq);

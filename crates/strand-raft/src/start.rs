@@ -220,9 +220,10 @@ pub async fn start_durable(
         if recovery.truncated.is_some() || recovery.records > 0 {
             tracing::info!(group, ?recovery, "log recovered");
         }
-        let sm = GroupStateMachine::open(&dir, link.applier())
+        let mut sm = GroupStateMachine::open(&dir, link.applier())
             .await
             .map_err(|reason| StartError::Snapshot { group, reason })?;
+        sm.share_space(log.space());
         let snapshot_files = sm.files();
         let raft = if let Some(cluster_links) = &cluster_links {
             Raft::new(

@@ -18,6 +18,7 @@ use openraft::{
 use strand_engine::{EntryOutcome, GroupApplier, GroupEntry, PendingSnapshot};
 
 use crate::snapshot_file::{BuildSink, Meta, SnapshotDir, SnapshotFile};
+use crate::space::SpaceWait;
 use crate::types::{NodeId, TypeConfig};
 
 /// One group's state machine, as openraft sees it.
@@ -28,6 +29,8 @@ pub struct GroupStateMachine {
     files: Arc<SnapshotDir>,
     /// Snapshots built since start (for unique snapshot ids).
     built: Arc<AtomicU64>,
+    /// The group's waits for disk space, shared with its log.
+    space: Arc<SpaceWait>,
 }
 
 impl std::fmt::Debug for GroupStateMachine {
@@ -69,6 +72,7 @@ impl GroupStateMachine {
             membership: StoredMembership::default(),
             files: Arc::new(files),
             built: Arc::new(AtomicU64::new(0)),
+            space: Arc::default(),
         };
         if let Some((meta, file)) = found {
             sm.applier
@@ -79,6 +83,13 @@ impl GroupStateMachine {
             sm.membership = meta.last_membership;
         }
         Ok(sm)
+    }
+
+    /// Shares the group's waits for disk space (its log's): a snapshot
+    /// write that finds the disk full waits, and the group takes no new
+    /// writes meanwhile.
+    pub(crate) fn share_space(&mut self, space: Arc<SpaceWait>) {
+        self.space = space;
     }
 
     /// The group's snapshot files (for its status).
@@ -185,7 +196,7 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
         // Queued now, behind every entry applied so far and before any
         // later one: the snapshot is exactly the state at `last_applied`.
         // Without a file to write into, the builder fails when asked.
-        let data = match self.files.building() {
+        let data = match self.files.building(Arc::clone(&self.space)) {
             Ok((seq, sink)) => {
                 let sink: Box<BuildSink> = Box::new(sink);
                 Some((seq, self.applier.snapshot_into(sink)))

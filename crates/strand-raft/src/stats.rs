@@ -47,6 +47,10 @@ pub struct LogStats {
     pub fsync_us: u64,
     /// The longest fsync, in microseconds.
     pub fsync_max_us: u64,
+    /// Writes that found the disk full and waited for space before they
+    /// were written (the group took no writes meanwhile).
+    #[serde(default)]
+    pub space_waits: u64,
 }
 
 impl LogStats {
@@ -63,6 +67,7 @@ impl LogStats {
             synced_entries: self.synced_entries.saturating_add(other.synced_entries),
             fsync_us: self.fsync_us.saturating_add(other.fsync_us),
             fsync_max_us: self.fsync_max_us.max(other.fsync_max_us),
+            space_waits: self.space_waits.saturating_add(other.space_waits),
         }
     }
 

@@ -5,7 +5,7 @@
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use strand::{StreamErrorCode, StreamErrorContext, StreamResponse};
-use strand_engine::{EngineError, FanOutError};
+use strand_engine::{EngineError, FanOutError, Unavailable};
 
 use crate::headers as h;
 use crate::offsets;
@@ -139,6 +139,10 @@ impl ApiError {
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         match error {
+            EngineError::Unavailable(Unavailable::DiskFull) => {
+                Self::new(StatusCode::INSUFFICIENT_STORAGE, error.to_string())
+                    .with_header(header::RETRY_AFTER, "5")
+            }
             EngineError::Busy | EngineError::TooManyWaiters | EngineError::Unavailable(_) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
                     .with_header(header::RETRY_AFTER, "1")

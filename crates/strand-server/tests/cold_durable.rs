@@ -857,22 +857,39 @@ async fn a_nearly_full_data_disk_refuses_writes_with_507_and_keeps_its_log() {
     drop(disk);
 }
 
-/// Without the reserve, a full disk under the Raft log stops the group
-/// (its log cannot write), the node stays up and serves reads, and a
-/// restart once space is freed recovers every acknowledged write.
+/// Without the reserve, a full disk under the Raft log makes the log wait
+/// for space instead of failing: the write it holds waits, new writes to
+/// the group get 507, reads go on, and once space is freed the waiting
+/// write is acknowledged and writes resume without a restart; after
+/// kill -9 every acknowledged write is there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_log_disk_stops_the_group_and_a_restart_recovers_every_acknowledged_write() {
+async fn a_full_log_disk_waits_for_space_and_writes_resume_without_a_restart() {
+    full_disk_waits_for_space("1000000").await;
+}
+
+/// The same when a snapshot is what finds the disk full: its write waits
+/// (the group's core goes on), new writes get 507 meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_on_a_full_disk_waits_for_space_and_writes_resume() {
+    full_disk_waits_for_space("40").await;
+}
+
+/// A node whose data directory is an 8 MiB disk, without the reserve,
+/// snapshotting every `snapshot_every` entries, appended to until its
+/// log or a snapshot waits for space; then the disk grows.
+async fn full_disk_waits_for_space(snapshot_every: &str) {
     const PIECE: u64 = 64 * 1024;
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let disk = SmallDisk::mount(&data, "8m");
     let mut args = local_args(&data);
     args.extend(["--min-free-disk-bytes", "0"].map(str::to_owned));
-    // Nothing flushes (the bytes stay hot), so the log is what fills the
-    // disk.
+    // Nothing flushes (the bytes stay hot), so the log and the snapshots
+    // are what fill the disk.
     for (flag, value) in [
         ("--max-hot-bytes", "1073741824"),
         ("--cold-flush-bytes", "1073741824"),
+        ("--snapshot-every", snapshot_every),
     ] {
         let at = args.iter().position(|a| a == flag).unwrap() + 1;
         args[at] = value.to_owned();
@@ -880,23 +897,94 @@ async fn a_full_log_disk_stops_the_group_and_a_restart_recovers_every_acknowledg
     let mut node = Nodes(vec![Some(start_args(&args))]);
     let addr = node.addr(0);
     create(addr, 0).await;
-    let (acked, failed) = append_until_refused(addr, PIECE, 400).await;
-    let message = String::from_utf8_lossy(&failed.body).into_owned();
-    assert_eq!(failed.status, 503, "{message}");
-    assert!(message.contains("its log failed"), "{message}");
-    assert!(acked > 0);
-    // The node is up and answers reads of what it holds.
-    let r = send(addr, "HEAD", "/v1/stream/s0", &[], b"").await;
-    assert_eq!(r.status, 200);
+
+    // 1. One writer appends until told to stop or refused: once the log
+    // (or a snapshot) finds the disk full, the append in flight is held,
+    // waiting for space, or refused with 507. 8 MiB hold at most 128 such
+    // appends.
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, stop) = (Arc::clone(&acked), Arc::clone(&stop));
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let at = acked.load(Ordering::SeqCst);
+                let body = bytes(0, at..at + PIECE);
+                let r = request(addr, "POST", "/v1/stream/s0", &text(), &body)
+                    .await
+                    .unwrap();
+                if r.status == 507 {
+                    return;
+                }
+                assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+                acked.store(at + PIECE, Ordering::SeqCst);
+            }
+        })
+    };
+    eventually(
+        "the log waits for space",
+        Duration::from_secs(60),
+        || async {
+            let r = request(addr, "GET", "/__strand/health", &[], b"").await.ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+            (v["log"]["space_waits"].as_u64() >= Some(1)).then_some(())
+        },
+    )
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    let held = acked.load(Ordering::SeqCst);
+    assert!(held > 0, "no append went in before the disk filled");
+
+    // 2. The node is up: a new append to the group is refused at once
+    // with 507 and changes nothing; reads of what it holds go on.
+    let refused = request(
+        addr,
+        "POST",
+        "/v1/stream/s0",
+        &text(),
+        &bytes(0, held + PIECE..held + 2 * PIECE),
+    )
+    .await
+    .unwrap();
+    let message = String::from_utf8_lossy(&refused.body).into_owned();
+    assert_eq!(refused.status, 507, "{message}");
+    assert!(message.contains("waiting for disk space"), "{message}");
+    assert_eq!(refused.header("retry-after"), Some("5"));
+    assert_eq!(tail_of(addr, 0).await, held);
+    verify(addr, &[held]).await;
+
+    // 3. Space comes back: a waiting append is acknowledged, and the
+    // group takes writes again without a restart.
     disk.resize("64m");
+    writer.await.unwrap();
+    let acked = acked.load(Ordering::SeqCst);
+    assert!(acked == held || acked == held + PIECE, "{acked} after {held}");
+    assert_eq!(tail_of(addr, 0).await, acked);
+    // The waiting write retries within a second of the space coming back.
+    let r = eventually(
+        "writes resume once space is freed",
+        Duration::from_secs(30),
+        || async {
+            let body = bytes(0, acked..acked + PIECE);
+            let r = request(addr, "POST", "/v1/stream/s0", &text(), &body).await.ok()?;
+            (r.status != 507).then_some(r)
+        },
+    )
+    .await;
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    let acked = acked + PIECE;
+    let more = acked + 16 * PIECE;
+    fill(addr, 0, acked, more, PIECE).await;
+    verify(addr, &[more]).await;
+
+    // 4. After kill -9, every acknowledged byte is there.
     node.take(0).kill9();
     node.0[0] = Some(start_args(&args));
     let addr = node.addr(0);
-    let tail = tail_of(addr, 0).await;
-    assert!(tail >= acked, "{tail} < {acked} acknowledged");
-    verify(addr, &[tail]).await;
-    // And it takes writes again.
-    fill(addr, 0, tail, tail + 4 * PIECE, PIECE).await;
+    assert_eq!(tail_of(addr, 0).await, more);
+    verify(addr, &[more]).await;
     drop(node);
     drop(disk);
 }
