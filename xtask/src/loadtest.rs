@@ -87,7 +87,7 @@ pub(crate) const ELECTRIC: PeerCrate = PeerCrate {
 const LONG_POLL_MS: u64 = 30_000;
 
 /// Usage of the task.
-pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--only TEXT] [--pin] [--resident-writers-large N] [--resident-writers-small N]";
+pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--only TEXT] [--targets NAME,…] [--pin] [--resident-writers-large N] [--resident-writers-small N]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -359,6 +359,7 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     let (mut compare, mut quick, mut durable, mut no_fsync) = (false, false, false, false);
     let (mut cluster, mut cluster_leader, mut pin) = (false, false, false);
     let mut only: Option<String> = None;
+    let mut keep: Option<Vec<String>> = None;
     let mut writers = ResidentWriters::default();
     let mut args = args.iter();
     while let Some(a) = args.next() {
@@ -376,6 +377,12 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
                         .ok_or_else(|| format!("--only needs a value; usage: {USAGE}"))?
                         .clone(),
                 );
+            }
+            "--targets" => {
+                let list = args
+                    .next()
+                    .ok_or_else(|| format!("--targets needs a value; usage: {USAGE}"))?;
+                keep = Some(list.split(',').map(str::to_owned).collect());
             }
             "--resident-writers-large" | "--resident-writers-small" => {
                 let n = args
@@ -417,15 +424,37 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
         targets.push(Target::StrandClusterLeader);
     }
     if compare {
-        prepare_packages(root, &target_dir(root).join("http-conformance"))?;
-        ensure_peer(root, &RUST_PEER)?;
-        ensure_peer(root, &ELECTRIC)?;
         targets.extend([
             Target::Node,
             Target::RustPeer,
             Target::Electric,
             Target::ElectricWal,
         ]);
+    }
+    if let Some(keep) = &keep {
+        // The servers the flags chose, narrowed to the named ones (their
+        // ratio-column names: strand, durable, electric-wal, …); the
+        // first one left is what the ratios compare against.
+        if let Some(unknown) = keep
+            .iter()
+            .find(|name| !targets.iter().any(|t| t.short() == name.as_str()))
+        {
+            let chosen: Vec<&str> = targets.iter().map(|t| t.short()).collect();
+            return Err(format!(
+                "--targets: `{unknown}` is not among the servers the flags chose ({})",
+                chosen.join(", ")
+            ));
+        }
+        targets.retain(|t| keep.iter().any(|name| name == t.short()));
+    }
+    if targets.contains(&Target::Node) {
+        prepare_packages(root, &target_dir(root).join("http-conformance"))?;
+    }
+    if targets.contains(&Target::RustPeer) {
+        ensure_peer(root, &RUST_PEER)?;
+    }
+    if targets.contains(&Target::Electric) || targets.contains(&Target::ElectricWal) {
+        ensure_peer(root, &ELECTRIC)?;
     }
     let bench = target_dir(root).join("release").join("strand-bench");
     let mut scenarios = scenarios(quick, writers);
