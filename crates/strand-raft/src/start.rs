@@ -27,10 +27,13 @@ pub const DEFAULT_SNAPSHOT_CHUNK_BYTES: u64 = 3 << 20;
 /// takes Raft messages of at most 256 MiB).
 pub const MAX_SNAPSHOT_CHUNK_BYTES: u64 = 64 << 20;
 
-/// The default [`DurableOptions::snapshot_log_bytes`]: 256 MiB. While a
-/// group's snapshot still holds its hot bytes, each snapshot rewrites them
-/// all, so a smaller figure multiplies what large appends write.
-pub const DEFAULT_SNAPSHOT_LOG_BYTES: u64 = 256 << 20;
+/// The default [`DurableOptions::snapshot_log_bytes`]: 64 MiB. A restart
+/// replays at most this many bytes of each group's log (a single node
+/// keeps nothing behind its snapshots), so it bounds the time to ready;
+/// while a group's snapshot still holds its hot bytes, each snapshot
+/// rewrites them, so a much smaller figure multiplies what large appends
+/// write.
+pub const DEFAULT_SNAPSHOT_LOG_BYTES: u64 = 64 << 20;
 
 /// How a durable node is set up.
 #[derive(Debug, Clone)]
@@ -46,9 +49,10 @@ pub struct DurableOptions {
     pub snapshot_every: u64,
     /// A group also takes a snapshot once the entries it applied since its
     /// last snapshot hold this many bytes of log records, however few they
-    /// are; after a snapshot the log keeps at most half as many bytes of
-    /// the entries it covers (and at most `min(snapshot_every, 1000)` of
-    /// them). Default [`DEFAULT_SNAPSHOT_LOG_BYTES`].
+    /// are; after a snapshot a cluster node's log keeps at most half as
+    /// many bytes of the entries it covers (and at most
+    /// `min(snapshot_every, 1000)` of them) for followers a little behind,
+    /// a single node's none. Default [`DEFAULT_SNAPSHOT_LOG_BYTES`].
     pub snapshot_log_bytes: u64,
     /// The size of the chunks a leader sends a snapshot to a follower in
     /// (each one RPC; the snapshot is read from its file chunk by chunk).
@@ -149,8 +153,14 @@ fn raft_config(options: &DurableOptions) -> Result<openraft::Config, String> {
         election_timeout_min: 450,
         election_timeout_max: 900,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
-        // A follower further behind than this catches up by snapshot.
-        max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
+        // A follower further behind than this catches up by snapshot; a
+        // single node has no follower, so it keeps nothing behind its
+        // snapshots (and a restart reads only the log after them).
+        max_in_snapshot_log_to_keep: if options.peers.is_empty() {
+            0
+        } else {
+            options.snapshot_every.clamp(1, 1000)
+        },
         max_payload_entries: 1024,
         snapshot_max_chunk_size: options
             .snapshot_chunk_bytes
@@ -249,11 +259,16 @@ pub async fn start_durable(
             .await
         }
         .map_err(|e| raft_err(&e))?;
+        let limit = options.snapshot_log_bytes.max(1);
+        // What the log keeps behind a snapshot, for followers a little
+        // behind; a single node has none.
+        let keep = if options.peers.is_empty() { 0 } else { limit / 2 };
         tokio::spawn(snapshot_by_bytes(
             group,
             raft.clone(),
             log_handle.clone(),
-            options.snapshot_log_bytes.max(1),
+            limit,
+            keep,
         ));
         let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
         // A single node initializes itself; a cluster is initialized once,
@@ -310,11 +325,16 @@ const SNAPSHOT_RETRY: Duration = Duration::from_secs(60);
 /// since the last one hold `limit` bytes of log records (one request at a
 /// time: the next only once the snapshot moved, or after
 /// [`SNAPSHOT_RETRY`]), and after each new snapshot purges the log so that
-/// at most `limit / 2` bytes of the entries it covers stay (openraft
-/// delays a purge while a replication still reads those entries). Ends
-/// when the node shuts down.
-async fn snapshot_by_bytes(group: usize, raft: Raft<TypeConfig>, log: LogStore, limit: u64) {
-    let keep = limit / 2;
+/// at most `keep` bytes of the entries it covers stay (openraft delays a
+/// purge while a replication still reads those entries). Ends when the
+/// node shuts down.
+async fn snapshot_by_bytes(
+    group: usize,
+    raft: Raft<TypeConfig>,
+    log: LogStore,
+    limit: u64,
+    keep: u64,
+) {
     let mut metrics = raft.data_metrics();
     let mut purged_for = None;
     let mut asked: Option<(Option<openraft::LogId<NodeId>>, std::time::Instant)> = None;

@@ -280,8 +280,10 @@ pub struct Config {
     pub snapshot_every: u64,
     /// A group also snapshots once the entries it applied since its last
     /// snapshot hold this many bytes of log records, however few entries
-    /// that is (with `--data-dir`); the log then keeps at most half as
-    /// many bytes behind the snapshot.
+    /// that is (with `--data-dir`); a cluster node's log then keeps at most
+    /// half as many bytes behind the snapshot (for followers a little
+    /// behind), a single node's none. A restart replays at most this many
+    /// bytes of each group's log.
     #[arg(long, env = "STRAND_SNAPSHOT_LOG_BYTES", default_value_t = strand_raft::DEFAULT_SNAPSHOT_LOG_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub snapshot_log_bytes: u64,
