@@ -407,9 +407,9 @@ fn holds_a_purge(seg: &Path) -> bool {
 
 /// A few large appends, far fewer entries than `snapshot_every`, pass
 /// `snapshot_log_bytes`: the group snapshots by bytes, then purges its
-/// log down to a tail of at most half that many bytes behind the
-/// snapshot. A restart restores the snapshot, replays the entries after
-/// it from the log files, and serves every byte.
+/// log up to the snapshot (a single node keeps nothing behind it). A
+/// restart restores the snapshot, replays the entries after it from the
+/// log files, and serves every byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_appends_snapshot_by_bytes_and_purge_the_log_by_bytes() {
     const LIMIT: u64 = 256 << 10;
@@ -450,8 +450,8 @@ async fn large_appends_snapshot_by_bytes_and_purge_the_log_by_bytes() {
     assert!(index < 30, "{snapshot:?}");
     assert_eq!(read_all(&e, &id).await, want);
     e.shutdown().await;
-    // At most LIMIT / 2 bytes (four 32 KiB entries) are kept behind the
-    // latest snapshot; the entries after it are replayed.
+    // Only the entries after a snapshot stay (at most LIMIT, eight 32 KiB
+    // entries, after each); the entries after the latest are replayed.
     let (log, recovery) = LogStore::open(seg.parent().unwrap(), Fsync::Always).unwrap();
     log.close();
     assert!(recovery.entries < 24, "{recovery:?}");
