@@ -433,7 +433,10 @@ mod tests {
         cold.push_shared_chunk(chunk("one", 0, ""), &mut shared, "b");
         assert_eq!(cold.chunk_refs(), &[chunk("one", 0, "")]);
         cold.push_shared_chunk(chunk("two", 10, ""), &mut shared, "b");
-        assert_eq!(cold.chunk_refs(), &[chunk("one", 0, ""), chunk("two", 10, "")]);
+        assert_eq!(
+            cold.chunk_refs(),
+            &[chunk("one", 0, ""), chunk("two", 10, "")]
+        );
         assert_eq!(cold.remove_chunks(&[chunk("one", 0, "")]), 1);
         assert_eq!(cold.chunk_refs(), &[chunk("two", 10, "")]);
         assert_eq!(cold.drop_below(20), vec!["two".to_owned()]);

@@ -262,7 +262,11 @@ pub async fn start_durable(
         let limit = options.snapshot_log_bytes.max(1);
         // What the log keeps behind a snapshot, for followers a little
         // behind; a single node has none.
-        let keep = if options.peers.is_empty() { 0 } else { limit / 2 };
+        let keep = if options.peers.is_empty() {
+            0
+        } else {
+            limit / 2
+        };
         tokio::spawn(snapshot_by_bytes(
             group,
             raft.clone(),

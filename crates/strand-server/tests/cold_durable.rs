@@ -927,7 +927,9 @@ async fn full_disk_waits_for_space(snapshot_every: &str) {
         "the log waits for space",
         Duration::from_secs(60),
         || async {
-            let r = request(addr, "GET", "/__strand/health", &[], b"").await.ok()?;
+            let r = request(addr, "GET", "/__strand/health", &[], b"")
+                .await
+                .ok()?;
             let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
             (v["log"]["space_waits"].as_u64() >= Some(1)).then_some(())
         },
@@ -960,7 +962,10 @@ async fn full_disk_waits_for_space(snapshot_every: &str) {
     disk.resize("64m");
     writer.await.unwrap();
     let acked = acked.load(Ordering::SeqCst);
-    assert!(acked == held || acked == held + PIECE, "{acked} after {held}");
+    assert!(
+        acked == held || acked == held + PIECE,
+        "{acked} after {held}"
+    );
     assert_eq!(tail_of(addr, 0).await, acked);
     // The waiting write retries within a second of the space coming back.
     let r = eventually(
@@ -968,7 +973,9 @@ async fn full_disk_waits_for_space(snapshot_every: &str) {
         Duration::from_secs(30),
         || async {
             let body = bytes(0, acked..acked + PIECE);
-            let r = request(addr, "POST", "/v1/stream/s0", &text(), &body).await.ok()?;
+            let r = request(addr, "POST", "/v1/stream/s0", &text(), &body)
+                .await
+                .ok()?;
             (r.status != 507).then_some(r)
         },
     )
