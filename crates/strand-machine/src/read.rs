@@ -59,19 +59,22 @@ fn segment_len(segment: &StreamReadSegment) -> u64 {
     }
 }
 
+/// Pushes the part of `[start, stop)` inside `[offset, end)`, if any, as
+/// an object segment; `object` is built only then.
 fn object_piece(
     out: &mut Vec<(u64, StreamReadSegment)>,
-    object: ObjectPayloadRef,
+    (start, stop): (u64, u64),
+    object: impl FnOnce() -> ObjectPayloadRef,
     offset: u64,
     end: u64,
 ) {
-    let s = object.start_offset.max(offset);
-    let e = object.end_offset.min(end);
+    let s = start.max(offset);
+    let e = stop.min(end);
     if s < e {
         out.push((
             s,
             StreamReadSegment::Object(StreamReadObjectSegment {
-                object,
+                object: object(),
                 read_start_offset: s,
                 len: to_usize(e - s),
             }),
@@ -369,12 +372,12 @@ impl StreamStateMachine {
         }
         emit_excluding(&mut segments, &direct, cursor, cold_end);
         for chunk in slot.cold().chunks() {
-            if chunk.start_offset.max(offset) < chunk.end_offset.min(end) {
-                object_piece(&mut segments, chunk.payload_ref(), offset, end);
-            }
+            let range = (chunk.start_offset, chunk.end_offset);
+            object_piece(&mut segments, range, || chunk.payload_ref(), offset, end);
         }
         for ext in slot.cold().external() {
-            object_piece(&mut segments, ext.clone(), offset, end);
+            let range = (ext.start_offset, ext.end_offset);
+            object_piece(&mut segments, range, || ext.clone(), offset, end);
         }
         segments.extend(hot);
         segments.sort_by_key(|(start, _)| *start);

@@ -79,7 +79,7 @@ impl SpaceWait {
 
 /// True for the errors of a filesystem without room: no space, or the
 /// quota spent.
-pub(crate) fn out_of_space(e: &std::io::Error) -> bool {
+fn out_of_space(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
