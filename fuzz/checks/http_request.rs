@@ -655,6 +655,7 @@ async fn service(requests: Vec<Parsed>) {
             &config.default_bucket,
             config.webhook_policy(),
         ),
+        client_url: None,
     };
     let mut boundaries = Boundaries::default();
     let setup = SETUP_REQUESTS.with(Vec::clone);

@@ -44,6 +44,7 @@
 //! `types` (openraft's type configuration), `sync` (small helpers).
 
 mod batch;
+mod cluster;
 mod error;
 mod http;
 mod lock;
@@ -62,6 +63,10 @@ mod types;
 mod wire;
 
 pub use batch::BATCHES_IN_FLIGHT;
+pub use cluster::{
+    ClusterStatus, GroupStatusView, GroupView, MoveStatus, NodeState, NodeStatus, NodeView,
+    ReplicaStatus, VIEW_PATH,
+};
 pub use error::StartError;
 pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
 pub use network::ClusterLinks;

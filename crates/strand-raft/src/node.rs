@@ -8,9 +8,11 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use strand_engine::{Engine, EntryOutcome, GroupEntry, GroupLog, GroupStatus};
 
-use crate::network::PeerClient;
+use crate::cluster::{ClusterStatus, NodeView, VIEW_PATH};
+use crate::network::{ClusterLinks, PeerClient};
 use crate::proposer::RaftGroup;
 use crate::stats::{LogStats, NetworkStats, RaftGroupMetrics, SnapshotStats};
+use crate::types::NodeId;
 use crate::wire::{BatchRefused, RaftMessage, decode_batch, encode_answer};
 
 /// A durable node started with [`start_durable`](crate::start_durable):
@@ -20,9 +22,12 @@ use crate::wire::{BatchRefused, RaftMessage, decode_batch, encode_answer};
 pub struct RaftNode {
     engine: Engine,
     groups: Arc<[Arc<RaftGroup>]>,
+    node_id: NodeId,
     /// The node's client to its peers, when it is a cluster's member (it
     /// then takes peer messages).
     peers: Option<PeerClient>,
+    /// Where the node reaches its peers, when it is a cluster's member.
+    links: Option<Arc<ClusterLinks>>,
 }
 
 impl std::fmt::Debug for RaftNode {
@@ -69,13 +74,75 @@ impl RaftNode {
     pub(crate) fn new(
         engine: Engine,
         groups: Vec<Arc<RaftGroup>>,
-        peers: Option<PeerClient>,
+        node_id: NodeId,
+        peers: Option<(Arc<ClusterLinks>, PeerClient)>,
     ) -> Self {
+        let (links, peers) = peers.unzip();
         Self {
             engine,
             groups: groups.into(),
+            node_id,
             peers,
+            links,
         }
+    }
+
+    /// This node's id (`--node-id`).
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// What this node knows of its groups: each one's membership, leader,
+    /// term and indexes (what it answers its peers under [`VIEW_PATH`]).
+    pub fn view(&self) -> NodeView {
+        NodeView {
+            node: self.node_id,
+            groups: self.groups.iter().map(|g| g.view()).collect(),
+        }
+    }
+
+    /// The cluster's status as this node puts it together: its own view
+    /// and every peer's, asked for all at once, each within `timeout` (a
+    /// peer that does not answer in time is `down`). `own_url` is this
+    /// node's address for a node without peers (a cluster's member takes
+    /// every address from its `--peer` list).
+    pub async fn cluster_status(
+        &self,
+        own_url: Option<String>,
+        timeout: std::time::Duration,
+    ) -> ClusterStatus {
+        let me = self.node_id;
+        let mut views = vec![(me, Ok(self.view()))];
+        let urls =
+            match (&self.links, &self.peers) {
+                (Some(links), Some(client)) => {
+                    let asks = links.addrs.iter().filter(|(id, _)| **id != me).map(
+                        |(&id, addr)| async move {
+                            let answer = client
+                                .http
+                                .post(addr, VIEW_PATH, Vec::new(), links.token.as_deref(), timeout)
+                                .await
+                                .map_err(|e| e.to_string())
+                                .and_then(|body| {
+                                    serde_json::from_slice::<NodeView>(&body)
+                                        .map_err(|e| format!("not a node's view: {e}"))
+                                })
+                                .and_then(|view| {
+                                    if view.node == id {
+                                        Ok(view)
+                                    } else {
+                                        Err(format!("answered as node {}", view.node))
+                                    }
+                                });
+                            (id, answer)
+                        },
+                    );
+                    views.extend(futures_util::future::join_all(asks).await);
+                    links.addrs.clone()
+                }
+                _ => own_url.map(|url| (me, url)).into_iter().collect(),
+            };
+        ClusterStatus::assemble(me, &urls, &views)
     }
 
     /// The node's engine.

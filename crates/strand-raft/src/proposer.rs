@@ -179,6 +179,32 @@ impl RaftGroup {
         }
     }
 
+    /// The group as this node sees it: membership, leader, term, indexes
+    /// and, on the leader, each member's matched index.
+    pub(crate) fn view(&self) -> crate::cluster::GroupView {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        crate::cluster::GroupView {
+            group: self.group,
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            leader: m.current_leader,
+            term: m.current_term,
+            applied_index: m.last_applied.map(|l| l.index),
+            last_log_index: m.last_log_index,
+            matched: m
+                .replication
+                .as_ref()
+                .map(|members| {
+                    members
+                        .iter()
+                        .map(|(id, matched)| (*id, matched.map(|l| l.index)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
     /// The group's snapshots, when its files are known.
     pub(crate) fn snapshot_stats(&self) -> Option<SnapshotStats> {
         self.snapshots.as_ref().map(|s| s.stats())

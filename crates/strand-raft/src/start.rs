@@ -316,7 +316,12 @@ pub async fn start_durable(
                 })?;
         }
     }
-    Ok(RaftNode::new(engine, groups, cluster.then_some(client)))
+    Ok(RaftNode::new(
+        engine,
+        groups,
+        options.node_id,
+        cluster_links.map(|links| (links, client)),
+    ))
 }
 
 /// How long a snapshot this node asked for may take before it may ask

@@ -162,6 +162,7 @@ fn app_state(
         config,
         cold,
         plane: state::Plane::Client,
+        client_url: None,
     }
 }
 
@@ -341,7 +342,15 @@ pub async fn serve_with_cold(
     }
     let (stop_tx, stop_rx) = watch::channel(false);
     let workers = cold.as_ref().map(|c| c.start(&engine));
-    let state = app_state(
+    let client_url = match (&config.public_url, listeners.client.local_addr()) {
+        (Some(public), _) => Some(public.trim_end_matches('/').to_owned()),
+        (None, Ok(addr)) => {
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            Some(format!("{scheme}://{addr}"))
+        }
+        (None, Err(_)) => None,
+    };
+    let mut state = app_state(
         Arc::new(config),
         node,
         stop_rx,
@@ -349,6 +358,7 @@ pub async fn serve_with_cold(
         cold,
         cluster_token,
     );
+    state.client_url = client_url.map(Arc::from);
     let acceptor = Acceptor {
         connections: Arc::new(tokio::sync::Semaphore::new(
             state.config.max_connections.max(1),

@@ -43,6 +43,9 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The node's subscriptions (`/v1/stream/__ds/`).
     pub subs: Arc<crate::subs::Subscriptions>,
+    /// The client listener's URL (`--public-url`, else the address it is
+    /// bound to), once the server listens.
+    pub client_url: Option<Arc<str>>,
 }
 
 /// The listener a request came in on, which decides the routes it may use.

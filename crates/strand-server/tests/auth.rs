@@ -930,3 +930,60 @@ async fn listing_needs_read_on_the_prefix() {
     assert_eq!(list("yjs%2F", None).await.status, StatusCode::UNAUTHORIZED);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_cluster_status_needs_admin_on_every_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let s = TestServer::start_with(|c| {
+        c.auth_secret_file = Some(secret.clone());
+        c.groups = 3;
+    })
+    .await;
+    assert_eq!(
+        s.get("/__strand/cluster").send().await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let one_bucket = token(&[("default", &[Right::Admin])], far());
+    let r = s
+        .get("/__strand/cluster")
+        .header("authorization", &format!("Bearer {one_bucket}"))
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let every = token(&[("*", &[Right::Admin])], far());
+    let r = s
+        .get("/__strand/cluster")
+        .header("authorization", &format!("Bearer {every}"))
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    // A node in memory is a cluster of one: itself, up, at its client
+    // listener's address; each group with it as the only voter and leader.
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        v["nodes"],
+        serde_json::json!([{"id": 1, "url": format!("http://{}", s.addr), "state": "up"}]),
+        "{v}"
+    );
+    let groups = v["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 3, "{v}");
+    for (i, g) in groups.iter().enumerate() {
+        assert_eq!(g["group"], i, "{v}");
+        assert_eq!(g["voters"], serde_json::json!([1]), "{v}");
+        assert_eq!(g["learners"], serde_json::json!([]), "{v}");
+        assert_eq!(g["leader"], 1, "{v}");
+        assert_eq!(g["replicas"][0]["node"], 1, "{v}");
+        assert_eq!(g["replicas"][0]["lag"], 0, "{v}");
+    }
+    assert_eq!(v["moves"], serde_json::json!([]), "{v}");
+    // Only reads: a write to it is no route.
+    let r = s
+        .post("/__strand/cluster")
+        .header("authorization", &format!("Bearer {every}"))
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
+    s.stop().await;
+}

@@ -71,6 +71,8 @@ const PATHS: &[&str] = &[
     "/__strand/purge/default",
     "/__strand/purge/quiet",
     "/__strand/cold",
+    "/__strand/cluster",
+    "/__strand/raft/view",
     "/",
     "//",
     "/a/b/c/d/e/f",

@@ -22,8 +22,41 @@ fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
         "50".to_owned(),
         "--snapshot-chunk-bytes".to_owned(),
         "256".to_owned(),
+        // The operator routes (`GET /__strand/cluster`).
+        "--admin-listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
     ]);
     args
+}
+
+/// `GET /__strand/cluster` on the node at `addr` (its admin listener),
+/// once `ready` accepts it; `what` names the wait.
+async fn cluster_status(
+    addr: SocketAddr,
+    what: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let admin = process::admin_addr(addr);
+    eventually(what, Duration::from_secs(30), || async {
+        let r = request(admin, "GET", "/__strand/cluster", &[], b"")
+            .await
+            .ok()?;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        ready(&v).then_some(v)
+    })
+    .await
+}
+
+/// The `state` of node `id` in a cluster status.
+fn node_state(status: &serde_json::Value, id: u64) -> &str {
+    status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == id)
+        .and_then(|n| n["state"].as_str())
+        .unwrap_or("missing")
 }
 
 /// Group 0's snapshot counters on the node at `addr`.
@@ -126,6 +159,34 @@ async fn three_nodes_survive_losing_the_leader() {
     // Create and write through a follower: it forwards to the leader.
     let follower = (1..=3u64).find(|id| *id != leader).unwrap();
     let via = addrs[(follower - 1) as usize];
+
+    // The cluster's status, as the follower puts it together: three
+    // members up at their --peer addresses, the group's three voters and
+    // the leader every node agreed on, each replica's applied index.
+    let status = cluster_status(via, "every member answers the follower", |v| {
+        (1..=3).all(|id| node_state(v, id) == "up")
+    })
+    .await;
+    assert_eq!(status["node"], follower, "{status}");
+    for (i, port) in ports.iter().enumerate() {
+        assert_eq!(status["nodes"][i]["id"], i as u64 + 1, "{status}");
+        assert_eq!(
+            status["nodes"][i]["url"],
+            format!("http://127.0.0.1:{port}"),
+            "{status}"
+        );
+    }
+    let group = &status["groups"][0];
+    assert_eq!(group["voters"], serde_json::json!([1, 2, 3]), "{status}");
+    assert_eq!(group["learners"], serde_json::json!([]), "{status}");
+    assert_eq!(group["leader"], leader, "{status}");
+    let replicas = group["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 3, "{status}");
+    assert!(
+        replicas.iter().all(|r| r["applied_index"].is_u64()),
+        "{status}"
+    );
+    assert_eq!(status["moves"], serde_json::json!([]), "{status}");
     let r = request(
         via,
         "PUT",
@@ -168,6 +229,19 @@ async fn three_nodes_survive_losing_the_leader() {
     )
     .await;
     assert_ne!(new_leader, leader);
+    // A survivor reports the killed node down and the new leader.
+    let status = cluster_status(survivors[0], "the killed leader shows down", |v| {
+        node_state(v, leader) == "down" && v["groups"][0]["leader"] == new_leader
+    })
+    .await;
+    let gone = status["groups"][0]["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["node"] == leader)
+        .unwrap();
+    assert!(gone["applied_index"].is_null(), "{status}");
+    assert!(gone["lag"].as_u64().unwrap() > 0, "{status}");
 
     // Every acknowledged append once, at its acknowledged offset.
     let mut expected = Vec::new();
@@ -184,6 +258,19 @@ async fn three_nodes_survive_losing_the_leader() {
     // their purge point and it installs a snapshot.
     let restarted = start_args(&node_args(tmp.path(), leader, &ports));
     converges(restarted.addr, &expected, "the old leader catches up").await;
+    // Up again, and (asked on the restarted node) caught up with the
+    // leader once nothing is written.
+    cluster_status(
+        restarted.addr,
+        "the restarted node shows up, caught up",
+        |v| {
+            (1..=3).all(|id| node_state(v, id) == "up")
+                && v["groups"][0]["replicas"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().all(|r| r["lag"] == 0))
+        },
+    )
+    .await;
     // Through a snapshot sent in chunks of 256 B: installed from the
     // received file, which is now the node's current snapshot. A later
     // snapshot may still be on its way (a `.recv` file while it arrives),
@@ -443,4 +530,50 @@ async fn a_follower_behind_the_log_cache_catches_up_from_the_log_files() {
     for node in nodes.into_iter().flatten() {
         node.kill9();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_durable_node_is_a_cluster_of_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data").display().to_string();
+    let node = start_args(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            &data,
+            "--groups",
+            "2",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ]
+        .map(str::to_owned),
+    );
+    let status = cluster_status(node.addr, "the node's groups have a leader", |v| {
+        v["groups"]
+            .as_array()
+            .is_some_and(|g| g.len() == 2 && g.iter().all(|g| g["leader"] == 1))
+    })
+    .await;
+    assert_eq!(
+        status["nodes"],
+        serde_json::json!([{"id": 1, "url": format!("http://{}", node.addr), "state": "up"}]),
+        "{status}"
+    );
+    for g in status["groups"].as_array().unwrap() {
+        assert_eq!(g["voters"], serde_json::json!([1]), "{status}");
+        assert!(g["term"].as_u64().unwrap() >= 1, "{status}");
+        assert_eq!(g["replicas"][0]["lag"], 0, "{status}");
+        assert!(g["replicas"][0]["applied_index"].is_u64(), "{status}");
+    }
+    // The view a peer would ask for is behind the cluster token's gate,
+    // on the client listener only.
+    let r = request(node.addr, "POST", "/__strand/raft/view", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let view: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(view["node"], 1, "{view}");
+    assert_eq!(view["groups"].as_array().unwrap().len(), 2, "{view}");
+    node.kill9();
 }

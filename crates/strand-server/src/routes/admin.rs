@@ -180,6 +180,46 @@ fn partial(group: usize, report: &PurgeReport, error: &strand_engine::EngineErro
     .with_header(header::RETRY_AFTER, "1")
 }
 
+/// How long `GET /__strand/cluster` waits for each peer's view.
+const PEER_VIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `GET /__strand/cluster`: the cluster as this node sees it
+/// ([`strand_raft::ClusterStatus`]): every member (`up` when it answered
+/// this node for its view, `down` otherwise), every group's voters,
+/// learners, leader and term, each replica's applied index and lag, and
+/// the moves under way. A node without peers is a cluster of one (`url`:
+/// its client listener's); a node in memory answers the same shape for
+/// its groups, each with this node as its only voter.
+pub(super) async fn cluster(state: &AppState) -> Response {
+    let url = state.client_url.as_deref().map(str::to_owned);
+    let status = match &state.raft {
+        Some(raft) => raft.cluster_status(url, PEER_VIEW_TIMEOUT).await,
+        None => {
+            let me = state.config.node_id;
+            // No log: no term and no indexes.
+            let groups = (0..state.engine.group_count())
+                .map(|group| strand_raft::GroupView {
+                    group,
+                    voters: vec![me],
+                    learners: Vec::new(),
+                    leader: Some(me),
+                    term: 0,
+                    applied_index: None,
+                    last_log_index: None,
+                    matched: std::collections::BTreeMap::new(),
+                })
+                .collect();
+            let view = strand_raft::NodeView { node: me, groups };
+            strand_raft::ClusterStatus::assemble(
+                me,
+                &url.map(|url| (me, url)).into_iter().collect(),
+                &[(me, Ok(view))],
+            )
+        }
+    };
+    json(StatusCode::OK, &status)
+}
+
 /// Serves `/__strand/{rest…}`.
 pub(super) async fn handle(
     state: &AppState,

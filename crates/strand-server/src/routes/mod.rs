@@ -264,6 +264,7 @@ async fn route_request(
         Route::Console(file) => crate::console::serve(request.method(), &file),
         Route::Raft(RaftRoute::Batch) => Ok(raft::batch(&state, request).await),
         Route::Raft(RaftRoute::Segment) => Ok(raft::segment(&state, request).await),
+        Route::Raft(RaftRoute::View) => Ok(raft::view(&state)),
         Route::Raft(RaftRoute::Message(rest)) => Ok(raft::message(&state, &rest, request).await),
         Route::Stream(named, layout) => {
             let (parts, body) = request.into_parts();
@@ -294,7 +295,11 @@ async fn route_request(
         Route::List { bucket, query } => admin::list(&state, &bucket, &query).await,
         Route::Operator { rest, .. } => {
             let (parts, body) = request.into_parts();
-            admin::handle(&state, &parts.method, &rest, body).await
+            if parts.method == Method::GET && matches!(rest.as_slice(), [k] if k == "cluster") {
+                Ok(admin::cluster(&state).await)
+            } else {
+                admin::handle(&state, &parts.method, &rest, body).await
+            }
         }
         Route::Bucket(bucket) => bucket_route(&state, request.method(), &bucket).await,
         Route::Extension(extension) => {

@@ -136,3 +136,14 @@ pub(super) async fn segment(state: &AppState, request: Request) -> Response {
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
 }
+
+/// `POST /__strand/raft/view`: this node's view of its groups
+/// ([`strand_raft::NodeView`], JSON), which a peer puts together with its
+/// own for `GET /__strand/cluster`; 404 on a node without Raft (in
+/// memory).
+pub(super) fn view(state: &AppState) -> Response {
+    match &state.raft {
+        Some(raft) => crate::reply::json(StatusCode::OK, &raft.view()),
+        None => (StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response(),
+    }
+}

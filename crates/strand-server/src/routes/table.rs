@@ -83,6 +83,8 @@ pub(super) enum RaftRoute {
     Batch,
     /// `POST /__strand/raft/segment`.
     Segment,
+    /// `POST /__strand/raft/view`: the node's own view of its groups.
+    View,
     /// `POST /__strand/raft/{group}/{kind}`: the path after `raft/`.
     Message(String),
 }
@@ -109,7 +111,7 @@ pub(super) enum Access<'a> {
 }
 
 /// The message of a request to the admin listener outside its routes.
-pub(super) const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold), /metrics, /__strand/health and the console (/__strand/console)";
+pub(super) const ADMIN_LISTENER_ONLY: &str = "the admin listener serves only the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold, /__strand/cluster), /metrics, /__strand/health and the console (/__strand/console)";
 
 /// Decides a request's route.
 ///
@@ -140,6 +142,7 @@ pub(super) fn classify(
         return Ok(Route::Raft(match rest {
             "batch" => RaftRoute::Batch,
             "segment" => RaftRoute::Segment,
+            "view" => RaftRoute::View,
             _ => RaftRoute::Message(rest.to_owned()),
         }));
     }
@@ -180,7 +183,7 @@ pub(super) fn classify(
                 scope: bucket.clone(),
                 rest: rest.to_vec(),
             }),
-            [kind] if kind == "cold" => Ok(Route::Operator {
+            [kind] if kind == "cold" || kind == "cluster" => Ok(Route::Operator {
                 scope: "*".to_owned(),
                 rest: rest.to_vec(),
             }),
@@ -435,6 +438,12 @@ mod tests {
         assert_eq!(r.access(&Method::PUT), Access::Operator("acme"));
         let r = route(Method::GET, "/__strand/cold");
         assert_eq!(r.access(&Method::GET), Access::Operator("*"));
+        let r = route(Method::GET, "/__strand/cluster");
+        assert_eq!(r.access(&Method::GET), Access::Operator("*"));
+        assert_eq!(
+            route(Method::POST, "/__strand/raft/view"),
+            Route::Raft(RaftRoute::View)
+        );
         for (path, file) in [
             ("/__strand/console", "index.html"),
             ("/__strand/console/", "index.html"),
