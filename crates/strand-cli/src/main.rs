@@ -77,6 +77,21 @@ enum Command {
     Append(remote::append::Args),
     /// Follow a stream on a running server over server-sent events.
     Tail(remote::tail::Args),
+    /// A running cluster's members and groups.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+/// `strand cluster ...`.
+#[derive(Debug, Subcommand)]
+enum ClusterCommand {
+    /// Every member (id, URL, up or down) and every group (leader, term,
+    /// voters, learners, each replica's applied index and lag), as the
+    /// node at `--url` sees them (`GET /__strand/cluster`: an operator
+    /// route, so it needs a token with the admin right on `*`, or `--url`
+    /// naming the admin listener). Exit 1 when a member is down or a
+    /// group has no leader.
+    Status(remote::cluster::StatusArgs),
 }
 
 /// `strand streams ...`.
@@ -114,6 +129,9 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Streams(StreamsCommand::List(args)) => remote::streams::run(args, &mut out),
         Command::Append(args) => remote::append::run(args, &mut out),
         Command::Tail(args) => remote::tail::run(args, &mut out),
+        Command::Cluster(ClusterCommand::Status(args)) => {
+            remote::cluster::run_status(args, &mut out)
+        }
     }?;
     out.flush()?;
     Ok(code)

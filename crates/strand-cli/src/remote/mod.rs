@@ -9,6 +9,7 @@
 //! JSON shapes, not its code.
 
 pub(crate) mod append;
+pub(crate) mod cluster;
 pub(crate) mod status;
 pub(crate) mod streams;
 pub(crate) mod tail;

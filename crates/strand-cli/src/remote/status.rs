@@ -100,7 +100,7 @@ pub(crate) fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
 
 /// A JSON value as a table cell: numbers and strings as they are (floats
 /// with two decimals), `null` or missing as `-`.
-fn cell(value: Option<&Value>) -> String {
+pub(crate) fn cell(value: Option<&Value>) -> String {
     match value {
         None | Some(Value::Null) => "-".to_owned(),
         Some(Value::String(s)) => s.clone(),

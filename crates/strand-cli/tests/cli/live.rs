@@ -284,6 +284,65 @@ fn status_shows_the_cold_tier_on_the_admin_listener() {
 }
 
 #[test]
+fn cluster_status_of_a_durable_node() {
+    let server = LiveServer::start_with(|config, dir| {
+        config.memory = false;
+        config.data_dir = Some(dir.join("data"));
+        config.groups = 2;
+    });
+    // On the admin listener (no authentication); exit 1 until every
+    // group has elected the node.
+    let run = || {
+        let mut command = strand();
+        command
+            .args(["cluster", "status", "--url", &server.admin_url])
+            .env_remove("STRAND_TOKEN")
+            .timeout(RUN_TIMEOUT);
+        command
+    };
+    let output =
+        strand_testkit::eventually_blocking("every group elected", Duration::from_secs(20), || {
+            let output = run().output().unwrap();
+            (output.status.code() == Some(0)).then_some(output)
+        });
+    let table = stdout_of(&output);
+    assert!(table.starts_with("answered by node 1\n"), "{table}");
+    let node = table
+        .lines()
+        .find(|l| l.starts_with("1 "))
+        .unwrap_or_else(|| panic!("no row for node 1 in\n{table}"));
+    assert!(node.contains(&server.url), "{node}");
+    assert!(node.contains(" up"), "{node}");
+    let groups: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("GROUP"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(groups.len(), 2, "{table}");
+    for (i, row) in groups.iter().enumerate() {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[0], i.to_string(), "{row}");
+        assert_eq!(cells[1], "1", "node 1 leads: {row}");
+        assert_eq!(cells[3], "1", "node 1 is the only voter: {row}");
+        assert!(cells[5].starts_with("1:"), "{row}");
+        assert_eq!(cells[6], "(0)", "no lag: {row}");
+    }
+    assert!(table.ends_with("\nmoves: none\n"), "{table}");
+
+    let mut command = run();
+    command.arg("--json");
+    let json = expect(&mut command, 0);
+    let status: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(status["nodes"][0]["state"], "up", "{status}");
+    assert_eq!(status["groups"].as_array().unwrap().len(), 2, "{status}");
+
+    // The client listener without authentication does not serve it.
+    let stderr = expect_failure(server.run(&["cluster", "status"]));
+    assert!(stderr.contains("/__strand/cluster: 403"), "{stderr}");
+}
+
+#[test]
 fn append_then_tail_text() {
     let server = LiveServer::start();
     let first = expect(

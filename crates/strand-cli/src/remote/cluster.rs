@@ -1,0 +1,186 @@
+//! `strand cluster status --url URL [--json]`: the cluster as the node at
+//! `URL` puts it together (`GET /__strand/cluster`, an operator route):
+//! one row per member (id, URL, state) and one per group (leader, term,
+//! voters, learners, and each replica's applied index and lag).
+//!
+//! The JSON is read as it comes (`serde_json::Value`): a field the server
+//! does not send shows as `-`.
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use reqwest::Method;
+use serde_json::Value;
+
+use super::status::{cell, columns};
+use super::{Server, ServerArgs, describe};
+
+/// Arguments of `strand cluster status`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+    /// Print the server's JSON instead of tables.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Runs the command: exit 0 when every member is `up` and every group
+/// has a leader, 1 otherwise (the tables are printed all the same).
+pub(crate) fn run_status(args: &StatusArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let server = Server::new(&args.server)?;
+    let url = server.url("/__strand/cluster");
+    let what = describe(&Method::GET, &url);
+    let response = server.send_ok(server.request(Method::GET, &url), &what)?;
+    let text = response
+        .text()
+        .with_context(|| format!("{what}: reading the answer"))?;
+    let status: Value =
+        serde_json::from_str(&text).with_context(|| format!("{what}: the answer is not JSON"))?;
+    if args.json {
+        writeln!(out, "{}", text.trim_end())?;
+    } else {
+        out.write_all(render(&status).as_bytes())?;
+    }
+    Ok(if healthy(&status) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// Every member up and every group led.
+fn healthy(status: &Value) -> bool {
+    list(status, "nodes")
+        .iter()
+        .all(|n| n.get("state").and_then(Value::as_str) == Some("up"))
+        && list(status, "groups")
+            .iter()
+            .all(|g| g.get("leader").is_some_and(|l| !l.is_null()))
+}
+
+/// Node ids as `1,2,3` (`-` for none).
+fn ids(value: Option<&Value>) -> String {
+    let ids: Vec<String> = value
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(|v| cell(Some(v))).collect())
+        .unwrap_or_default();
+    if ids.is_empty() {
+        "-".to_owned()
+    } else {
+        ids.join(",")
+    }
+}
+
+/// The tables.
+fn render(status: &Value) -> String {
+    let mut text = format!("answered by node {}\n\n", cell(status.get("node")));
+    let mut rows = vec![vec![
+        "NODE".to_owned(),
+        "URL".to_owned(),
+        "STATE".to_owned(),
+        "ERROR".to_owned(),
+    ]];
+    for n in list(status, "nodes") {
+        rows.push(vec![
+            cell(n.get("id")),
+            cell(n.get("url")),
+            cell(n.get("state")),
+            n.get("error").map_or_else(String::new, |e| cell(Some(e))),
+        ]);
+    }
+    text.push_str(&columns(&rows, ""));
+    text.push('\n');
+    let mut rows = vec![vec![
+        "GROUP".to_owned(),
+        "LEADER".to_owned(),
+        "TERM".to_owned(),
+        "VOTERS".to_owned(),
+        "LEARNERS".to_owned(),
+        "APPLIED (LAG) PER REPLICA".to_owned(),
+    ]];
+    for g in list(status, "groups") {
+        let replicas: Vec<String> = list(g, "replicas")
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}:{} ({})",
+                    cell(r.get("node")),
+                    cell(r.get("applied_index")),
+                    cell(r.get("lag"))
+                )
+            })
+            .collect();
+        rows.push(vec![
+            cell(g.get("group")),
+            cell(g.get("leader")),
+            cell(g.get("term")),
+            ids(g.get("voters")),
+            ids(g.get("learners")),
+            replicas.join(" "),
+        ]);
+    }
+    text.push_str(&columns(&rows, ""));
+    let moves = list(status, "moves");
+    if moves.is_empty() {
+        text.push_str("\nmoves: none\n");
+    } else {
+        let _ = writeln!(text, "\nmoves:");
+        for m in moves {
+            let _ = writeln!(
+                text,
+                "  group {}: {} from {} to {}",
+                cell(m.get("group")),
+                cell(m.get("kind")),
+                cell(m.get("from")),
+                cell(m.get("to"))
+            );
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_members_groups_and_replicas() {
+        let status = serde_json::json!({
+            "node": 2,
+            "nodes": [
+                {"id": 1, "url": "http://127.0.0.1:7001", "state": "up"},
+                {"id": 2, "url": "http://127.0.0.1:7002", "state": "up"},
+                {"id": 3, "url": "http://127.0.0.1:7003", "state": "down",
+                 "error": "connection refused"}
+            ],
+            "groups": [
+                {"group": 0, "voters": [1, 2, 3], "learners": [], "leader": 1, "term": 4,
+                 "replicas": [
+                    {"node": 1, "applied_index": 40, "lag": 0},
+                    {"node": 2, "applied_index": 38, "lag": 2},
+                    {"node": 3, "applied_index": null, "lag": 40}
+                 ]}
+            ],
+            "moves": []
+        });
+        insta::assert_snapshot!(render(&status));
+        assert!(!healthy(&status), "a member is down");
+        let mut up = status.clone();
+        up["nodes"][2]["state"] = "up".into();
+        assert!(healthy(&up));
+        up["groups"][0]["leader"] = Value::Null;
+        assert!(!healthy(&up), "a group without a leader");
+    }
+}
