@@ -4,9 +4,10 @@
 //! the server's `GET /__strand/cluster`).
 //!
 //! The names in the JSON are a contract: scripts read them. Membership is
-//! static today (every member is a voter of every group), so a node is
-//! `up` or `down` and no move is ever in progress; the states `draining`
-//! and `removed` and the moves belong to placement, which is to come.
+//! static today (every member is a voter of every group): a node is `up`,
+//! `draining` or `down` (`removed` belongs to placement, which is to
+//! come), and the only moves are leaderships handed off
+//! ([`crate::balance`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,6 +18,10 @@ use crate::types::NodeId;
 /// The path a node answers its own [`NodeView`] under (a `POST` with the
 /// cluster token and an empty body; JSON answer).
 pub const VIEW_PATH: &str = "/__strand/raft/view";
+
+/// The path a node takes a drain (`true`) or its end (`false`) on, as a
+/// JSON boolean body (a `POST` with the cluster token).
+pub const DRAIN_PATH: &str = "/__strand/raft/drain";
 
 /// One group as one node sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +51,12 @@ pub struct GroupView {
 pub struct NodeView {
     /// The node's id.
     pub node: NodeId,
+    /// Whether it is draining (handing off every leadership, taking none).
+    #[serde(default)]
+    pub draining: bool,
+    /// The leadership it is handing off now, if any.
+    #[serde(default)]
+    pub moves: Vec<MoveStatus>,
     /// Its groups, in group order.
     pub groups: Vec<GroupView>,
 }
@@ -57,6 +68,9 @@ pub struct NodeView {
 pub enum NodeState {
     /// It answered.
     Up,
+    /// It answered, and is draining: handing off every leadership it
+    /// holds and taking none.
+    Draining,
     /// It did not answer (stopped, unreachable, or refusing the token).
     Down,
 }
@@ -69,7 +83,7 @@ pub struct NodeStatus {
     /// Where the answering node reaches it (its `--peer` entry), when
     /// known.
     pub url: Option<String>,
-    /// `up` or `down`.
+    /// `up`, `draining` or `down`.
     pub state: NodeState,
     /// Why it is `down`: what asking it for its view ended with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,7 +121,8 @@ pub struct GroupStatusView {
     pub replicas: Vec<ReplicaStatus>,
 }
 
-/// A change of placement under way (none yet: membership is static).
+/// A change of placement under way: today a leadership a node hands off
+/// (membership itself is static).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MoveStatus {
     /// The group it moves.
@@ -169,6 +184,7 @@ impl ClusterStatus {
             .map(|id| {
                 let answer = views.iter().find(|(v, _)| *v == id).map(|(_, a)| a);
                 let (state, error) = match answer {
+                    Some(Ok(view)) if view.draining => (NodeState::Draining, None),
                     Some(Ok(_)) => (NodeState::Up, None),
                     Some(Err(e)) => (NodeState::Down, Some(e.clone())),
                     None => (NodeState::Down, Some("not asked".to_owned())),
@@ -181,11 +197,12 @@ impl ClusterStatus {
                 }
             })
             .collect();
+        let moves = answered.values().flat_map(|v| v.moves.clone()).collect();
         Self {
             node: me,
             nodes,
             groups,
-            moves: Vec::new(),
+            moves,
         }
     }
 }
@@ -276,6 +293,8 @@ mod tests {
                 1,
                 Ok(NodeView {
                     node: 1,
+                    draining: false,
+                    moves: Vec::new(),
                     groups: vec![view(1, 4, Some(1), 40)],
                 }),
             ),
@@ -283,6 +302,8 @@ mod tests {
                 2,
                 Ok(NodeView {
                     node: 2,
+                    draining: false,
+                    moves: Vec::new(),
                     groups: vec![view(2, 4, Some(1), 38)],
                 }),
             ),
@@ -305,6 +326,8 @@ mod tests {
                 2,
                 Ok(NodeView {
                     node: 2,
+                    draining: false,
+                    moves: Vec::new(),
                     groups: vec![fresh],
                 }),
             ),
@@ -312,6 +335,8 @@ mod tests {
                 3,
                 Ok(NodeView {
                     node: 3,
+                    draining: true,
+                    moves: Vec::new(),
                     groups: vec![stale],
                 }),
             ),
@@ -331,6 +356,8 @@ mod tests {
         // has matched nothing of it yet.
         assert_eq!(g.replicas[2].applied_index, Some(10));
         assert_eq!(g.replicas[2].lag, Some(12));
+        // Node 3 answered that it is draining.
+        assert_eq!(status.nodes[2].state, NodeState::Draining);
     }
 
     #[test]
@@ -339,6 +366,8 @@ mod tests {
             1,
             Ok(NodeView {
                 node: 1,
+                draining: false,
+                moves: Vec::new(),
                 groups: vec![view(1, 3, None, 7)],
             }),
         )];

@@ -43,6 +43,7 @@
 //! log), `state_machine` and `snapshot_file` (applying and snapshots),
 //! `types` (openraft's type configuration), `sync` (small helpers).
 
+mod balance;
 mod batch;
 mod cluster;
 mod error;
@@ -62,10 +63,11 @@ mod sync;
 mod types;
 mod wire;
 
+pub use balance::{BalanceStats, DEFAULT_BALANCE_INTERVAL_MS};
 pub use batch::BATCHES_IN_FLIGHT;
 pub use cluster::{
-    ClusterStatus, GroupStatusView, GroupView, MoveStatus, NodeState, NodeStatus, NodeView,
-    ReplicaStatus, VIEW_PATH,
+    ClusterStatus, DRAIN_PATH, GroupStatusView, GroupView, MoveStatus, NodeState, NodeStatus,
+    NodeView, ReplicaStatus, VIEW_PATH,
 };
 pub use error::StartError;
 pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};

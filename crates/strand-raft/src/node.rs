@@ -8,7 +8,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use strand_engine::{Engine, EntryOutcome, GroupEntry, GroupLog, GroupStatus};
 
-use crate::cluster::{ClusterStatus, NodeView, VIEW_PATH};
+use crate::balance::{Balance, BalanceStats};
+use crate::cluster::{ClusterStatus, DRAIN_PATH, NodeView, VIEW_PATH};
 use crate::network::{ClusterLinks, PeerClient};
 use crate::proposer::RaftGroup;
 use crate::stats::{LogStats, NetworkStats, RaftGroupMetrics, SnapshotStats};
@@ -28,6 +29,8 @@ pub struct RaftNode {
     peers: Option<PeerClient>,
     /// Where the node reaches its peers, when it is a cluster's member.
     links: Option<Arc<ClusterLinks>>,
+    /// Its leadership hand-offs and drain.
+    balance: Arc<Balance>,
 }
 
 impl std::fmt::Debug for RaftNode {
@@ -84,7 +87,73 @@ impl RaftNode {
             node_id,
             peers,
             links,
+            balance: Arc::default(),
         }
+    }
+
+    /// Starts the node's leadership balancing, a round every `interval`
+    /// ([`crate::balance`]); nothing for a node without peers.
+    pub(crate) fn start_balancing(&self, interval: std::time::Duration) {
+        if let (Some(links), Some(client)) = (&self.links, &self.peers) {
+            let balancer = crate::balance::Balancer {
+                groups: Arc::downgrade(&self.groups),
+                me: self.node_id,
+                links: Arc::clone(links),
+                client: client.clone(),
+                balance: Arc::clone(&self.balance),
+            };
+            tokio::spawn(balancer.run(interval));
+        }
+    }
+
+    /// Starts (`true`) or ends a drain of this node: while it drains, it
+    /// hands off every leadership it holds (one per balancing round) and
+    /// no member hands it one. A restart ends it.
+    pub fn set_draining(&self, draining: bool) {
+        if self.balance.draining() != draining {
+            tracing::info!(node = self.node_id, draining, "drain changed");
+        }
+        self.balance.set_draining(draining);
+    }
+
+    /// Starts or ends a drain of member `id`: this node's own
+    /// ([`RaftNode::set_draining`]), or another's, asked over
+    /// [`DRAIN_PATH`] within `timeout`.
+    ///
+    /// # Errors
+    /// `id` is not a member, or did not take it.
+    pub async fn drain(
+        &self,
+        id: NodeId,
+        draining: bool,
+        timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        if id == self.node_id {
+            self.set_draining(draining);
+            return Ok(());
+        }
+        let (Some(links), Some(client)) = (&self.links, &self.peers) else {
+            return Err(format!("node {id} is not a member: this node has no peers"));
+        };
+        let Some(addr) = links.addrs.get(&id) else {
+            return Err(format!("node {id} is not a member"));
+        };
+        let body = if draining {
+            b"true".to_vec()
+        } else {
+            b"false".to_vec()
+        };
+        client
+            .http
+            .post(addr, DRAIN_PATH, body, links.token.as_deref(), timeout)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("node {id} did not take it: {e}"))
+    }
+
+    /// The node's leadership hand-offs so far, and whether it drains.
+    pub fn balance_stats(&self) -> BalanceStats {
+        self.balance.stats()
     }
 
     /// This node's id (`--node-id`).
@@ -97,6 +166,8 @@ impl RaftNode {
     pub fn view(&self) -> NodeView {
         NodeView {
             node: self.node_id,
+            draining: self.balance.draining(),
+            moves: self.balance.moves(),
             groups: self.groups.iter().map(|g| g.view()).collect(),
         }
     }
@@ -192,12 +263,11 @@ impl RaftNode {
         message: RaftMessage,
         body: &[u8],
     ) -> Result<Vec<u8>, MessageError> {
-        let raft = self
+        let group_node = self
             .groups
             .get(group)
-            .ok_or(MessageError::NoSuchGroup(group))?
-            .raft()
-            .clone();
+            .ok_or(MessageError::NoSuchGroup(group))?;
+        let raft = group_node.raft().clone();
         if self.peers.is_none() {
             return Err(MessageError::NotClustered);
         }
@@ -209,12 +279,26 @@ impl RaftNode {
                 // Only the leader takes it; a forwarded entry is not
                 // forwarded again.
                 let entry: GroupEntry = request(body)?;
+                // Not while a leadership transfer holds proposals back.
+                let _pass = group_node.pass().await;
                 let outcome: Result<(EntryOutcome, u64), String> =
                     match raft.client_write(entry).await {
                         Ok(response) => Ok((response.data, response.log_id.index)),
+                        Err(
+                            e @ openraft::error::RaftError::APIError(
+                                openraft::error::ClientWriteError::ForwardToLeader(_),
+                            ),
+                        ) => Err(format!("{}{e}", crate::proposer::NOT_LEADER)),
                         Err(e) => Err(e.to_string()),
                     };
                 answer(&outcome)
+            }
+            RaftMessage::Elect => {
+                // The leader hands this node the leadership: campaign now
+                // (it has made sure this node holds every entry).
+                let started: Result<(), String> =
+                    raft.trigger().elect().await.map_err(|e| e.to_string());
+                answer(&started)
             }
         }
     }

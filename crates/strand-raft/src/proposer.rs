@@ -28,6 +28,10 @@ pub(crate) struct RaftGroup {
     group: usize,
     raft: Raft<TypeConfig>,
     log: LogStore,
+    /// Proposals pass it shared on their way into openraft; a leadership
+    /// transfer takes it alone, so none enters while the new leader
+    /// catches up and campaigns.
+    gate: Arc<tokio::sync::RwLock<()>>,
     proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
     /// The data directory's lock, released when the last group stops.
     pub(crate) dir_lock: std::sync::Mutex<Option<Arc<DirLock>>>,
@@ -65,6 +69,8 @@ impl RaftGroup {
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
         let proposer = raft.clone();
         let disk = log.clone();
+        let gate = Arc::new(tokio::sync::RwLock::new(()));
+        let pass = Arc::clone(&gate);
         tokio::spawn(async move {
             // At most IN_FLIGHT proposals wait for their commit at a time;
             // what arrives meanwhile is proposed together, as one entry.
@@ -84,7 +90,10 @@ impl RaftGroup {
                     continue;
                 }
                 let copy = cluster.clone().map(|links| (links, entry.clone()));
-                match proposer.client_write_ff(entry).await {
+                let passing = pass.read().await;
+                let submitted = proposer.client_write_ff(entry).await;
+                drop(passing);
+                match submitted {
                     Ok(answer) => {
                         let local = proposer.clone();
                         tokio::spawn(async move {
@@ -102,8 +111,8 @@ impl RaftGroup {
                                 ))) => match (copy, f.leader_id, f.leader_node) {
                                     (Some(((links, client), entry)), Some(id), Some(node)) => {
                                         let addr = links.addr_of(id, &node.addr);
-                                        forward_to(&local, &client, &addr, &links, group, &entry)
-                                            .await
+                                        let to = (id, addr);
+                                        forward_to(&local, &client, to, &links, group, &entry).await
                                     }
                                     _ => Err(Unavailable::NoLeader.into()),
                                 },
@@ -133,10 +142,98 @@ impl RaftGroup {
             group,
             raft,
             log,
+            gate,
             proposals: tx,
             dir_lock: std::sync::Mutex::new(None),
             snapshots: None,
         }
+    }
+
+    /// Waits until no leadership transfer holds proposals back, and keeps
+    /// the next one from starting while the returned guard lives (a
+    /// forwarded entry holds it while it is proposed).
+    pub(crate) async fn pass(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        self.gate.read().await
+    }
+
+    /// Hands the group's leadership from this node (`me`, its leader) to
+    /// the voter `to`, which this node reaches at `addr`: new proposals
+    /// wait; once `to` holds every entry this node has, it is asked to
+    /// campaign (`elect`), and this node, whose log is no longer, grants
+    /// it its vote, so it wins at once; then the proposals go on (to the
+    /// new leader, forwarded). Answers how long proposals waited.
+    ///
+    /// # Errors
+    /// This node does not lead, `to` is not a voter, it did not catch up
+    /// or win in time, or could not be reached; proposals go on then, and
+    /// the group has a leader: this node, or whoever won an election.
+    pub(crate) async fn transfer_leader(
+        &self,
+        me: crate::types::NodeId,
+        to: crate::types::NodeId,
+        addr: &str,
+        token: Option<&str>,
+        http: &crate::http::Http,
+    ) -> Result<Duration, String> {
+        let leads = |m: &openraft::RaftMetrics<u64, openraft::BasicNode>| {
+            m.state == openraft::ServerState::Leader && m.current_leader == Some(me)
+        };
+        {
+            let m = self.raft.metrics().borrow().clone();
+            if !leads(&m) {
+                return Err(format!("node {me} does not lead group {}", self.group));
+            }
+            if to == me
+                || !m
+                    .membership_config
+                    .membership()
+                    .voter_ids()
+                    .any(|v| v == to)
+            {
+                return Err(format!(
+                    "node {to} is not another voter of group {}",
+                    self.group
+                ));
+            }
+        }
+        let started = std::time::Instant::now();
+        let _held = self.gate.write().await;
+        self.raft
+            .wait(Some(TRANSFER_CATCH_UP))
+            .metrics(
+                |m| {
+                    let matched = m
+                        .replication
+                        .as_ref()
+                        .and_then(|r| r.get(&to).copied().flatten())
+                        .map(|l| l.index);
+                    !leads(m) || (matched.is_some() && matched == m.last_log_index)
+                },
+                "the new leader holds every entry",
+            )
+            .await
+            .map_err(|e| format!("node {to} did not catch up: {e}"))?;
+        if !leads(&self.raft.metrics().borrow()) {
+            return Err(format!(
+                "node {me} lost group {}'s leadership meanwhile",
+                self.group
+            ));
+        }
+        http.post(
+            addr,
+            &RaftMessage::Elect.path(self.group),
+            Vec::new(),
+            token,
+            TRANSFER_ELECTION,
+        )
+        .await
+        .map_err(|e| format!("node {to} was not asked to campaign: {e}"))?;
+        self.raft
+            .wait(Some(TRANSFER_ELECTION))
+            .metrics(|m| m.current_leader == Some(to), "the new leader elected")
+            .await
+            .map_err(|e| format!("node {to} did not win: {e}"))?;
+        Ok(started.elapsed())
     }
 
     /// The group's Raft node.
@@ -210,6 +307,17 @@ impl RaftGroup {
         self.snapshots.as_ref().map(|s| s.stats())
     }
 }
+
+/// How a leader's refusal of a forwarded entry starts when it did not
+/// append it because it does not lead (the entry may go to the next
+/// leader).
+pub(crate) const NOT_LEADER: &str = "not the leader: ";
+
+/// How long a leadership transfer waits for its new leader to hold every
+/// entry (proposals wait meanwhile).
+const TRANSFER_CATCH_UP: Duration = Duration::from_secs(2);
+/// How long a leadership transfer waits for its new leader to win.
+const TRANSFER_ELECTION: Duration = Duration::from_secs(2);
 
 /// Proposals of a group waiting for their commit at a time; the ones
 /// that arrive meanwhile wait and are then proposed together.
@@ -295,39 +403,70 @@ fn answer_all(dones: Vec<ProposalDone>, outcome: Result<EntryOutcome, EngineErro
     }
 }
 
-/// Proposes an entry on the leader at `addr`, then waits until this node
-/// has applied it too, so a client reading from this node after the
-/// answer sees its own write.
+/// Proposes an entry on the leader `(id, addr)`, then waits until this
+/// node has applied it too, so a client reading from this node after the
+/// answer sees its own write. A leader that answers it no longer leads
+/// ([`NOT_LEADER`]: it did not append the entry, as during a leadership
+/// hand-off) is followed to the leader this node learns of next, twice at
+/// most; any other failure is the answer.
 async fn forward_to(
     local: &Raft<TypeConfig>,
     client: &PeerClient,
-    addr: &str,
+    (mut leader, mut addr): (crate::types::NodeId, String),
     links: &ClusterLinks,
     group: usize,
     entry: &GroupEntry,
 ) -> Result<EntryOutcome, EngineError> {
     let body = rmp_serde::to_vec_named(entry).map_err(|_| Unavailable::Forwarding)?;
     let path = RaftMessage::Propose.path(group);
-    let answer = client
-        .http
-        .post(
-            addr,
-            &path,
-            body,
-            links.token.as_deref(),
-            Duration::from_secs(10),
-        )
-        .await
-        .map_err(|e| {
-            tracing::debug!(error = %e, "forwarding to the leader failed");
-            Unavailable::Forwarding
-        })?;
-    let result: Result<(EntryOutcome, u64), String> =
-        rmp_serde::from_slice(&answer).map_err(|_| Unavailable::Forwarding)?;
-    let (outcome, index) = result.map_err(|e| {
-        tracing::debug!(error = %e, "the leader refused a forwarded entry");
-        Unavailable::Forwarding
-    })?;
+    let mut tries = 0;
+    let (outcome, index) = loop {
+        tries += 1;
+        let answer = client
+            .http
+            .post(
+                &addr,
+                &path,
+                body.clone(),
+                links.token.as_deref(),
+                Duration::from_secs(10),
+            )
+            .await
+            .map_err(|e| {
+                tracing::debug!(error = %e, "forwarding to the leader failed");
+                Unavailable::Forwarding
+            })?;
+        let result: Result<(EntryOutcome, u64), String> =
+            rmp_serde::from_slice(&answer).map_err(|_| Unavailable::Forwarding)?;
+        match result {
+            Ok(done) => break done,
+            Err(e) if e.starts_with(NOT_LEADER) && tries < 3 => {
+                let next = local
+                    .wait(Some(Duration::from_secs(2)))
+                    .metrics(
+                        |m| m.current_leader.is_some_and(|l| l != leader),
+                        "the group's next leader",
+                    )
+                    .await
+                    .map_err(|_| Unavailable::NoLeader)?;
+                let Some(id) = next.current_leader else {
+                    return Err(Unavailable::NoLeader.into());
+                };
+                let recorded = next
+                    .membership_config
+                    .membership()
+                    .get_node(&id)
+                    .map(|n| n.addr.clone())
+                    .unwrap_or_default();
+                leader = id;
+                addr = links.addr_of(id, &recorded);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "the leader refused a forwarded entry");
+                return Err(Unavailable::Forwarding.into());
+            }
+        }
+    };
     // The entry is committed; without the local apply only read-your-writes
     // suffers, so a timeout here still answers with the outcome.
     if let Err(e) = local

@@ -76,6 +76,10 @@ pub struct DurableOptions {
     /// the engine before the logs replay, and, in a cluster, connected to
     /// the peers it fetches missing objects from ([`SEGMENT_PATH`](crate::SEGMENT_PATH)).
     pub segment_replica: Option<Arc<dyn strand_engine::SegmentReplica>>,
+    /// How often a cluster's node looks for a leadership to hand off
+    /// (leadership balancing and drains); `None` never (a drain then
+    /// moves nothing).
+    pub balance_interval: Option<Duration>,
 }
 
 impl DurableOptions {
@@ -92,6 +96,9 @@ impl DurableOptions {
             peers: BTreeMap::new(),
             cluster_token: None,
             segment_replica: None,
+            balance_interval: Some(Duration::from_millis(
+                crate::balance::DEFAULT_BALANCE_INTERVAL_MS,
+            )),
         }
     }
 }
@@ -316,12 +323,16 @@ pub async fn start_durable(
                 })?;
         }
     }
-    Ok(RaftNode::new(
+    let node = RaftNode::new(
         engine,
         groups,
         options.node_id,
         cluster_links.map(|links| (links, client)),
-    ))
+    );
+    if let Some(interval) = options.balance_interval {
+        node.start_balancing(interval);
+    }
+    Ok(node)
 }
 
 /// How long a snapshot this node asked for may take before it may ask

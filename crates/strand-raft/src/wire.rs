@@ -31,11 +31,20 @@ pub enum RaftMessage {
     Snapshot,
     /// An entry a follower forwards to its group's leader: `propose`.
     Propose,
+    /// The leader asks a voter that holds every entry to campaign at once,
+    /// handing it the leadership: `elect`.
+    Elect,
 }
 
 impl RaftMessage {
     /// Every message.
-    pub const ALL: [Self; 4] = [Self::Append, Self::Vote, Self::Snapshot, Self::Propose];
+    pub const ALL: [Self; 5] = [
+        Self::Append,
+        Self::Vote,
+        Self::Snapshot,
+        Self::Propose,
+        Self::Elect,
+    ];
 
     /// The message's name on the wire.
     #[must_use]
@@ -45,6 +54,7 @@ impl RaftMessage {
             Self::Vote => "vote",
             Self::Snapshot => "snapshot",
             Self::Propose => "propose",
+            Self::Elect => "elect",
         }
     }
 

@@ -320,6 +320,13 @@ pub struct Config {
     /// with authentication on.
     #[arg(long, env = "STRAND_CLUSTER_TOKEN_FILE")]
     pub cluster_token_file: Option<PathBuf>,
+    /// How often a cluster's node looks for a group leadership to hand
+    /// off, in milliseconds: to the least-loaded member when it leads two
+    /// more groups than that member, or any while it drains
+    /// (`strand cluster drain`). 0 never hands one off.
+    #[arg(long, env = "STRAND_LEADER_BALANCE_INTERVAL_MS",
+          default_value_t = strand_raft::DEFAULT_BALANCE_INTERVAL_MS)]
+    pub leader_balance_interval_ms: u64,
     /// Webhook targets in this CIDR are allowed even though they are not
     /// public (repeatable, or comma-separated). Without it only publicly
     /// routable addresses are.

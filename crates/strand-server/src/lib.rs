@@ -222,6 +222,8 @@ pub async fn start_engine_with(
                 return Err("a --peer node id is given twice".to_owned());
             }
             options.cluster_token = config.cluster_token()?;
+            options.balance_interval = (config.leader_balance_interval_ms > 0)
+                .then(|| std::time::Duration::from_millis(config.leader_balance_interval_ms));
             options.segment_replica = cold
                 .and_then(strand_cold::ColdTier::replica)
                 .map(|r| Arc::new(r.clone()) as Arc<dyn strand_engine::SegmentReplica>);

@@ -167,6 +167,12 @@ pub const KEYS: &[Key] = &[
     key("cluster", "token_file", "cluster_token_file", Kind::Str),
     key(
         "cluster",
+        "leader_balance_interval_ms",
+        "leader_balance_interval_ms",
+        Kind::Int,
+    ),
+    key(
+        "cluster",
         "snapshot_chunk_bytes",
         "snapshot_chunk_bytes",
         Kind::Int,

@@ -209,7 +209,12 @@ pub(super) async fn cluster(state: &AppState) -> Response {
                     matched: std::collections::BTreeMap::new(),
                 })
                 .collect();
-            let view = strand_raft::NodeView { node: me, groups };
+            let view = strand_raft::NodeView {
+                node: me,
+                draining: false,
+                moves: Vec::new(),
+                groups,
+            };
             strand_raft::ClusterStatus::assemble(
                 me,
                 &url.map(|url| (me, url)).into_iter().collect(),
@@ -218,6 +223,40 @@ pub(super) async fn cluster(state: &AppState) -> Response {
         }
     };
     json(StatusCode::OK, &status)
+}
+
+/// `POST /__strand/cluster/drain/{node}` and `…/undrain/{node}`: starts
+/// or ends a member's drain (it hands off every leadership it holds, one
+/// per balancing round, and takes none), on this node or asked of the
+/// member; 204 once the member took it (it does not wait for the
+/// leaderships to move: `GET /__strand/cluster` shows them), 404 for a
+/// node that is not a member or a node without Raft, 409 on a node
+/// without peers, 503 when the member did not answer.
+async fn drain(state: &AppState, draining: bool, node: &str) -> Result<Response, ApiError> {
+    let Some(raft) = &state.raft else {
+        return Err(ApiError::not_found(
+            "this node runs no Raft groups: there is nothing to drain",
+        ));
+    };
+    if raft.network_stats().is_none() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "this node has no peers (--peer): it leads every group and has no one to hand \
+             a leadership to",
+        ));
+    }
+    let Ok(id) = node.parse::<u64>() else {
+        return Err(ApiError::bad_request(format!("{node:?} is not a node id")));
+    };
+    let is_member =
+        id == raft.node_id() || raft.view().groups.iter().any(|g| g.voters.contains(&id));
+    if !is_member {
+        return Err(ApiError::not_found(format!("node {id} is not a member")));
+    }
+    raft.drain(id, draining, PEER_VIEW_TIMEOUT)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// Serves `/__strand/{rest…}`.
@@ -261,6 +300,9 @@ pub(super) async fn handle(
             }
         }
         (&Method::DELETE, [kind, bucket]) if kind == "purge" => purge(state, bucket).await,
+        (&Method::POST, [kind, action, node]) if kind == "cluster" => {
+            drain(state, action == "drain", node).await
+        }
         _ => Err(ApiError::not_found("no such admin route")),
     }
 }

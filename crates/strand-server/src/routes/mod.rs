@@ -92,6 +92,9 @@ async fn health(state: &AppState) -> Response {
         }
         body["log"] = log;
     }
+    if let Some(raft) = state.raft.as_ref().filter(|r| r.network_stats().is_some()) {
+        body["balance"] = serde_json::to_value(raft.balance_stats()).unwrap_or_default();
+    }
     if let Some(network) = state
         .raft
         .as_ref()
@@ -265,6 +268,7 @@ async fn route_request(
         Route::Raft(RaftRoute::Batch) => Ok(raft::batch(&state, request).await),
         Route::Raft(RaftRoute::Segment) => Ok(raft::segment(&state, request).await),
         Route::Raft(RaftRoute::View) => Ok(raft::view(&state)),
+        Route::Raft(RaftRoute::Drain) => Ok(raft::drain(&state, request).await),
         Route::Raft(RaftRoute::Message(rest)) => Ok(raft::message(&state, &rest, request).await),
         Route::Stream(named, layout) => {
             let (parts, body) = request.into_parts();

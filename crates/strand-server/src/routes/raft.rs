@@ -147,3 +147,23 @@ pub(super) fn view(state: &AppState) -> Response {
         None => (StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response(),
     }
 }
+
+/// `POST /__strand/raft/drain`: a peer asks this node to start (`true`)
+/// or end (`false`) its drain (a JSON boolean); 200 (the peer client
+/// takes 200 only), 400 for another body, 404 on a node without Raft.
+pub(super) async fn drain(state: &AppState, request: Request) -> Response {
+    let Some(raft) = &state.raft else {
+        return (StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response();
+    };
+    let body = match axum::body::to_bytes(request.into_body(), 64).await {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    };
+    match serde_json::from_slice::<bool>(&body) {
+        Ok(draining) => {
+            raft.set_draining(draining);
+            StatusCode::OK.into_response()
+        }
+        Err(_) => (StatusCode::BAD_REQUEST, "the body is not true or false\n").into_response(),
+    }
+}

@@ -85,6 +85,8 @@ pub(super) enum RaftRoute {
     Segment,
     /// `POST /__strand/raft/view`: the node's own view of its groups.
     View,
+    /// `POST /__strand/raft/drain`: start or end this node's drain.
+    Drain,
     /// `POST /__strand/raft/{group}/{kind}`: the path after `raft/`.
     Message(String),
 }
@@ -143,6 +145,7 @@ pub(super) fn classify(
             "batch" => RaftRoute::Batch,
             "segment" => RaftRoute::Segment,
             "view" => RaftRoute::View,
+            "drain" => RaftRoute::Drain,
             _ => RaftRoute::Message(rest.to_owned()),
         }));
     }
@@ -183,6 +186,14 @@ pub(super) fn classify(
                 scope: bucket.clone(),
                 rest: rest.to_vec(),
             }),
+            [kind, action, _]
+                if kind == "cluster" && (action == "drain" || action == "undrain") =>
+            {
+                Ok(Route::Operator {
+                    scope: "*".to_owned(),
+                    rest: rest.to_vec(),
+                })
+            }
             [kind] if kind == "cold" || kind == "cluster" => Ok(Route::Operator {
                 scope: "*".to_owned(),
                 rest: rest.to_vec(),
@@ -444,6 +455,14 @@ mod tests {
             route(Method::POST, "/__strand/raft/view"),
             Route::Raft(RaftRoute::View)
         );
+        assert_eq!(
+            route(Method::POST, "/__strand/raft/drain"),
+            Route::Raft(RaftRoute::Drain)
+        );
+        let r = route(Method::POST, "/__strand/cluster/drain/3");
+        assert_eq!(r.access(&Method::POST), Access::Operator("*"));
+        let r = route(Method::POST, "/__strand/cluster/undrain/3");
+        assert_eq!(r.access(&Method::POST), Access::Operator("*"));
         for (path, file) in [
             ("/__strand/console", "index.html"),
             ("/__strand/console/", "index.html"),
