@@ -92,6 +92,14 @@ enum ClusterCommand {
     /// naming the admin listener). Exit 1 when a member is down or a
     /// group has no leader.
     Status(remote::cluster::StatusArgs),
+    /// Drain a member: it hands off every group leadership it holds and
+    /// takes none (for a restart); waits until it leads no group
+    /// (`--wait-seconds`, 0 not at all). A restart of the member ends
+    /// the drain, as does `undrain`.
+    Drain(remote::cluster::DrainArgs),
+    /// End a member's drain: it takes leaderships again as they are
+    /// balanced.
+    Undrain(remote::cluster::DrainArgs),
 }
 
 /// `strand streams ...`.
@@ -131,6 +139,12 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Tail(args) => remote::tail::run(args, &mut out),
         Command::Cluster(ClusterCommand::Status(args)) => {
             remote::cluster::run_status(args, &mut out)
+        }
+        Command::Cluster(ClusterCommand::Drain(args)) => {
+            remote::cluster::run_drain(args, true, &mut out)
+        }
+        Command::Cluster(ClusterCommand::Undrain(args)) => {
+            remote::cluster::run_drain(args, false, &mut out)
         }
     }?;
     out.flush()?;

@@ -2,6 +2,9 @@
 //! `URL` puts it together (`GET /__strand/cluster`, an operator route):
 //! one row per member (id, URL, state) and one per group (leader, term,
 //! voters, learners, and each replica's applied index and lag).
+//! `strand cluster drain NODE` and `undrain NODE` start and end a
+//! member's drain (`POST /__strand/cluster/{drain|undrain}/NODE`); a
+//! drain waits until the member leads no group.
 //!
 //! The JSON is read as it comes (`serde_json::Value`): a field the server
 //! does not send shows as `-`.
@@ -9,6 +12,7 @@
 use std::fmt::Write as _;
 use std::io::Write;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use reqwest::Method;
@@ -49,6 +53,84 @@ pub(crate) fn run_status(args: &StatusArgs, out: &mut dyn Write) -> anyhow::Resu
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Arguments of `strand cluster drain` and `undrain`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DrainArgs {
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+    /// The member's node id.
+    pub(crate) node: u64,
+    /// With `drain`: how long to wait for the member to lead no group
+    /// (0: do not wait).
+    #[arg(long, default_value_t = 120)]
+    pub(crate) wait_seconds: u64,
+}
+
+/// Runs `drain` (`draining`) or `undrain`: exit 0 once the server took it
+/// and, for a drain, once the member leads no group; 1 when the wait ran
+/// out (the drain goes on).
+pub(crate) fn run_drain(
+    args: &DrainArgs,
+    draining: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let server = Server::new(&args.server)?;
+    let action = if draining { "drain" } else { "undrain" };
+    let url = server.url(&format!("/__strand/cluster/{action}/{}", args.node));
+    let what = describe(&Method::POST, &url);
+    server.send_ok(server.request(Method::POST, &url), &what)?;
+    if !draining {
+        writeln!(out, "node {} undrained", args.node)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.wait_seconds == 0 {
+        writeln!(out, "node {} draining", args.node)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let url = server.url("/__strand/cluster");
+    let what = describe(&Method::GET, &url);
+    let deadline = Instant::now() + Duration::from_secs(args.wait_seconds);
+    let started = Instant::now();
+    loop {
+        let response = server.send_ok(server.request(Method::GET, &url), &what)?;
+        let text = response
+            .text()
+            .with_context(|| format!("{what}: reading the answer"))?;
+        let status: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{what}: the answer is not JSON"))?;
+        let led = led_by(&status, args.node);
+        if led.is_empty() {
+            writeln!(
+                out,
+                "node {} drained: it leads no group ({:.1} s)",
+                args.node,
+                started.elapsed().as_secs_f64()
+            )?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        if Instant::now() >= deadline {
+            writeln!(
+                out,
+                "node {} still leads group(s) {} after {} s; the drain goes on",
+                args.node,
+                led.join(","),
+                args.wait_seconds
+            )?;
+            return Ok(ExitCode::FAILURE);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The groups `node` leads in a cluster status.
+fn led_by(status: &Value, node: u64) -> Vec<String> {
+    list(status, "groups")
+        .iter()
+        .filter(|g| g.get("leader").and_then(Value::as_u64) == Some(node))
+        .map(|g| cell(g.get("group")))
+        .collect()
 }
 
 fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
@@ -182,5 +264,7 @@ mod tests {
         assert!(healthy(&up));
         up["groups"][0]["leader"] = Value::Null;
         assert!(!healthy(&up), "a group without a leader");
+        assert_eq!(led_by(&status, 1), vec!["0".to_owned()]);
+        assert!(led_by(&status, 2).is_empty());
     }
 }

@@ -340,6 +340,18 @@ fn cluster_status_of_a_durable_node() {
     // The client listener without authentication does not serve it.
     let stderr = expect_failure(server.run(&["cluster", "status"]));
     assert!(stderr.contains("/__strand/cluster: 403"), "{stderr}");
+
+    // A node without peers has no one to hand a leadership to.
+    let mut command = strand();
+    command
+        .args(["cluster", "drain", "1", "--url", &server.admin_url])
+        .env_remove("STRAND_TOKEN")
+        .timeout(RUN_TIMEOUT);
+    let stderr = expect_failure(&mut command);
+    assert!(
+        stderr.contains("/__strand/cluster/drain/1: 409 Conflict: this node has no peers"),
+        "{stderr}"
+    );
 }
 
 #[test]
