@@ -157,6 +157,11 @@ const WRITE_FIGURES: &[(&str, &str, bool)] = &[
     ("p99_ms", "p99 ms", false),
     ("server_cpu_us_per_append", "server CPU us/append", false),
     (
+        "busiest_server_share",
+        "busiest node's share of the CPU",
+        false,
+    ),
+    (
         "client_cpu_us_per_request",
         "load tool CPU us/request",
         false,

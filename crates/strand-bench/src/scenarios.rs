@@ -183,6 +183,25 @@ pub(crate) async fn run(
         .map_err(|_| format!("scenario did not finish within {limit:?}"))?
 }
 
+/// Each process's CPU time; `None` when one cannot be read.
+fn each_cpu(pids: &[u32]) -> Option<Vec<f64>> {
+    pids.iter().map(|p| cpu_seconds(*p)).collect()
+}
+
+/// The largest share one process had of the CPU time all of them spent
+/// between `before` and `after`; `None` for fewer than two processes, a
+/// missing reading, or no time spent.
+fn busiest_share(before: Option<Vec<f64>>, after: Option<Vec<f64>>) -> Option<f64> {
+    let (before, after) = (before?, after?);
+    if before.len() < 2 || before.len() != after.len() {
+        return None;
+    }
+    let spent: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let total: f64 = spent.iter().sum();
+    let busiest = spent.iter().copied().fold(0.0, f64::max);
+    (total > 0.0).then(|| (busiest / total * 1000.0).round() / 1000.0)
+}
+
 /// The processes' CPU time added up; `None` without processes or when
 /// one cannot be read.
 fn cpu(pids: &[u32]) -> Option<f64> {
@@ -305,6 +324,7 @@ async fn writes(
     let counted: Vec<SocketAddr> = addrs.iter().chain(stats).copied().collect();
     let log_before = log_counters(&counted).await;
     let cpu_before = cpu(pid);
+    let each_before = each_cpu(pid);
     let own_before = cpu(&[std::process::id()]);
     let started = Instant::now();
     let deadline = started + duration;
@@ -395,6 +415,9 @@ async fn writes(
         "p999_ms": lat.percentile_ms(99.9),
         "max_ms": lat.percentile_ms(100.0),
         "server_cpu_us_per_append": cpu_per_op_us(cpu_before, cpu_after, appends),
+        // Of several servers (a cluster's nodes), the busiest one's part
+        // of their CPU time over the run.
+        "busiest_server_share": busiest_share(each_before, each_cpu(pid)),
         // The load tool's own CPU per request: on a machine it shares with
         // the server, it bounds how far a cheaper server can raise the rate.
         "client_cpu_us_per_request": cpu_per_op_us(own_before, own_after, requests.load(Ordering::Relaxed)),
@@ -1045,6 +1068,18 @@ mod tests {
         let none = fsync_figures(Some([0; 4]), Some([0; 4]), 0);
         assert_eq!(none["entries_per_fsync"], Value::Null);
         assert_eq!(fsync_figures(None, Some([1; 4]), 1), json!({}));
+    }
+
+    #[test]
+    fn the_busiest_share_is_of_the_time_spent_in_the_window() {
+        let share = busiest_share(Some(vec![10.0, 1.0, 1.0]), Some(vec![14.0, 4.0, 4.0]));
+        assert_eq!(share, Some(0.4));
+        assert_eq!(busiest_share(Some(vec![1.0]), Some(vec![2.0])), None);
+        assert_eq!(busiest_share(None, Some(vec![1.0, 2.0])), None);
+        assert_eq!(
+            busiest_share(Some(vec![1.0, 1.0]), Some(vec![1.0, 1.0])),
+            None
+        );
     }
 
     #[test]
