@@ -126,7 +126,7 @@ fn print_help() {
     println!("           --flushed against a durable node that flushes every byte to its");
     println!("           segment files at once (ci runs both)");
     println!(
-        "  faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N]"
+        "  faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N] [--rolling-rounds N]"
     );
     println!("           the long kill -9 fault test: strand-server --data-dir on loopback,");
     println!("           clients appending with producers, SIGKILL and restart N times (10),");
@@ -171,12 +171,14 @@ fn print_help() {
     println!("  help     this text");
 }
 
-/// `cargo xtask faults`: `crates/strand-server/tests/faults.rs` and
-/// `partition.rs` with more rounds, clients and acknowledged appends per
-/// round than the normal suite's short runs.
+/// `cargo xtask faults`: `crates/strand-server/tests/faults.rs`,
+/// `partition.rs` and the rolling restart of `cluster.rs` with more
+/// rounds, clients and acknowledged appends per round than the normal
+/// suite's short runs.
 fn faults(root: &Path, args: &[String]) -> Result<(), String> {
     let (mut rounds, mut clients, mut acks) = ("10".to_owned(), "16".to_owned(), "3000".to_owned());
     let (mut partition_rounds, mut partition_writes) = ("5".to_owned(), "200".to_owned());
+    let mut rolling_rounds = "3".to_owned();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let slot = match a.as_str() {
@@ -185,9 +187,10 @@ fn faults(root: &Path, args: &[String]) -> Result<(), String> {
             "--acks" => &mut acks,
             "--partition-rounds" => &mut partition_rounds,
             "--partition-writes" => &mut partition_writes,
+            "--rolling-rounds" => &mut rolling_rounds,
             other => {
                 return Err(format!(
-                    "unknown option `{other}`; usage: cargo xtask faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N]"
+                    "unknown option `{other}`; usage: cargo xtask faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N] [--rolling-rounds N]"
                 ));
             }
         };
@@ -196,12 +199,20 @@ fn faults(root: &Path, args: &[String]) -> Result<(), String> {
             _ => return Err(format!("{a} needs a number")),
         }
     }
-    let mut cmd = server_tests(root, &["faults::", "partition::"]);
+    let mut cmd = server_tests(
+        root,
+        &[
+            "faults::",
+            "partition::",
+            "cluster::a_rolling_restart_with_drains_loses_nothing",
+        ],
+    );
     cmd.env("STRAND_FAULTS_ROUNDS", &rounds)
         .env("STRAND_FAULTS_CLIENTS", &clients)
         .env("STRAND_FAULTS_ACKS", &acks)
         .env("STRAND_PARTITION_ROUNDS", &partition_rounds)
-        .env("STRAND_PARTITION_WRITES", &partition_writes);
+        .env("STRAND_PARTITION_WRITES", &partition_writes)
+        .env("STRAND_ROLLING_ROUNDS", &rolling_rounds);
     run(cmd)
 }
 
