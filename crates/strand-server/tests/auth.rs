@@ -699,6 +699,25 @@ async fn eddsa_tokens_from_a_jwks_file() {
     s.stop().await;
 }
 
+/// `GET path`, an operator route of `*`: refused without a token (401)
+/// and with the admin right on one bucket only (403); the answer to a
+/// token with the admin right on `*`.
+async fn admin_on_every_bucket(s: &TestServer, path: &str) -> common::Resp {
+    assert_eq!(s.get(path).send().await.status, StatusCode::UNAUTHORIZED);
+    let one_bucket = token(&[("default", &[Right::Admin])], far());
+    let r = s
+        .get(path)
+        .header("authorization", &format!("Bearer {one_bucket}"))
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{path}");
+    let every = token(&[("*", &[Right::Admin])], far());
+    s.get(path)
+        .header("authorization", &format!("Bearer {every}"))
+        .send()
+        .await
+}
+
 #[tokio::test]
 async fn the_cold_report_needs_admin_on_every_bucket() {
     let dir = tempfile::tempdir().unwrap();
@@ -710,23 +729,7 @@ async fn the_cold_report_needs_admin_on_every_bucket() {
         c.cold_dir = Some(cold.clone());
     })
     .await;
-    assert_eq!(
-        s.get("/__strand/cold").send().await.status,
-        StatusCode::UNAUTHORIZED
-    );
-    let one_bucket = token(&[("default", &[Right::Admin])], far());
-    let r = s
-        .get("/__strand/cold")
-        .header("authorization", &format!("Bearer {one_bucket}"))
-        .send()
-        .await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN);
-    let every = token(&[("*", &[Right::Admin])], far());
-    let r = s
-        .get("/__strand/cold")
-        .header("authorization", &format!("Bearer {every}"))
-        .send()
-        .await;
+    let r = admin_on_every_bucket(&s, "/__strand/cold").await;
     assert_eq!(r.status, StatusCode::OK);
     let report: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     assert!(report["backend"].as_str().unwrap().starts_with("local:"));
@@ -941,24 +944,9 @@ async fn the_cluster_status_needs_admin_on_every_bucket() {
         c.groups = 3;
     })
     .await;
-    assert_eq!(
-        s.get("/__strand/cluster").send().await.status,
-        StatusCode::UNAUTHORIZED
-    );
-    let one_bucket = token(&[("default", &[Right::Admin])], far());
-    let r = s
-        .get("/__strand/cluster")
-        .header("authorization", &format!("Bearer {one_bucket}"))
-        .send()
-        .await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN);
-    let every = token(&[("*", &[Right::Admin])], far());
-    let r = s
-        .get("/__strand/cluster")
-        .header("authorization", &format!("Bearer {every}"))
-        .send()
-        .await;
+    let r = admin_on_every_bucket(&s, "/__strand/cluster").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let every = token(&[("*", &[Right::Admin])], far());
     // A node in memory is a cluster of one: itself, up, at its client
     // listener's address; each group with it as the only voter and leader.
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();

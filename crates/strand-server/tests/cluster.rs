@@ -98,35 +98,7 @@ fn token(seq: u64) -> Vec<u8> {
 /// Appends `seq` through `addr`, retrying while the cluster has no leader
 /// (503) or the node is unreachable; returns the acknowledged next offset.
 async fn append(addr: SocketAddr, seq: u64) -> u64 {
-    let what = format!("seq {seq} acknowledged");
-    eventually(&what, Duration::from_secs(60), || async {
-        let reply = request(
-            addr,
-            "POST",
-            "/v1/stream/c",
-            &[
-                ("Content-Type", "text/plain".to_owned()),
-                ("Producer-Id", "w".to_owned()),
-                ("Producer-Epoch", "0".to_owned()),
-                ("Producer-Seq", seq.to_string()),
-            ],
-            &token(seq),
-        )
-        .await;
-        match reply {
-            Ok(r) if r.status == 200 || r.status == 204 => {
-                Some(parse_offset(r.header("stream-next-offset").unwrap()))
-            }
-            Ok(r) if r.status == 503 => None,
-            Ok(r) => panic!(
-                "seq {seq}: {} {}",
-                r.status,
-                String::from_utf8_lossy(&r.body)
-            ),
-            Err(_) => None,
-        }
-    })
-    .await
+    produce_as(addr, "c", "w", seq, &token(seq)).await
 }
 
 /// Polls `addr` until the stream holds exactly `expected` (followers apply
@@ -594,9 +566,15 @@ fn leaderships(status: &serde_json::Value) -> ([usize; 3], bool) {
 }
 
 /// Appends `body` to `stream` through `addr` as producer `stream`'s
-/// `seq`, retrying while a group has no leader or moves it (503) or the
-/// node is unreachable; the acknowledged next offset.
+/// `seq` ([`produce_as`]).
 async fn produce(addr: SocketAddr, stream: &str, seq: u64, body: &[u8]) -> u64 {
+    produce_as(addr, stream, stream, seq, body).await
+}
+
+/// Appends `body` to `stream` through `addr` as `producer`'s `seq`,
+/// retrying while a group has no leader or moves it (503) or the node is
+/// unreachable; the acknowledged next offset.
+async fn produce_as(addr: SocketAddr, stream: &str, producer: &str, seq: u64, body: &[u8]) -> u64 {
     let what = format!("{stream} seq {seq} acknowledged");
     eventually(&what, Duration::from_secs(60), || async {
         let reply = request(
@@ -605,7 +583,7 @@ async fn produce(addr: SocketAddr, stream: &str, seq: u64, body: &[u8]) -> u64 {
             &format!("/v1/stream/{stream}"),
             &[
                 ("Content-Type", "text/plain".to_owned()),
-                ("Producer-Id", stream.to_owned()),
+                ("Producer-Id", producer.to_owned()),
                 ("Producer-Epoch", "0".to_owned()),
                 ("Producer-Seq", seq.to_string()),
             ],
