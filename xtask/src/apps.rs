@@ -21,7 +21,10 @@
 //! moves every appended byte to its segment files within milliseconds
 //! (`--cold-flush-bytes 1 --cold-piece-bytes 1 --cold-flush-interval-ms
 //! 5`), so the libraries read what they wrote back from disk, offsets they
-//! compute included (`ci` runs both); or, with
+//! compute included (`ci` runs both); with `--cluster` a three-node
+//! durable cluster whose leaderships move the whole time (each node in
+//! turn drained, then undrained, balancing every 200 ms; the checks talk
+//! to node 2, which forwards writes to whichever node leads); or, with
 //! `--server node`, the node reference server `@durable-streams/server`
 //! (pinned in the same lockfile). Each check's output goes to
 //! `target/apps/NAME.log`; the run prints one line per check and
@@ -34,12 +37,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::npm::install_npm_packages;
-use crate::servers::{ServerGuard, start_node, start_strand, use_debug_build};
+use crate::servers::{
+    ServerGuard, start_node, start_strand, start_strand_cluster, status_of, use_debug_build,
+};
 use crate::{run, target_dir};
 
 /// Usage of the task, for errors and `cargo xtask help`.
 pub(crate) const USAGE: &str =
-    "cargo xtask apps [--server strand|node] [--only NAME] [--debug-build] [--flushed]";
+    "cargo xtask apps [--server strand|node] [--only NAME] [--debug-build] [--flushed] [--cluster]";
 
 /// The idle long-poll timeout given to the server (as `http-conformance`).
 const LONG_POLL_TIMEOUT_MS: u64 = 500;
@@ -113,6 +118,7 @@ struct Options {
     only: Option<String>,
     debug_build: bool,
     flushed: bool,
+    cluster: bool,
 }
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
@@ -121,6 +127,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         only: None,
         debug_build: false,
         flushed: false,
+        cluster: false,
     };
     crate::parse_flags(args, USAGE, |flag, value, inline| {
         match flag {
@@ -147,6 +154,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             }
             "--debug-build" if !inline => options.debug_build = true,
             "--flushed" if !inline => options.flushed = true,
+            "--cluster" if !inline => options.cluster = true,
             _ => return Ok(false),
         }
         Ok(true)
@@ -196,8 +204,13 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
         None
     };
 
-    if options.flushed && options.server != Server::Strand {
-        return Err(format!("--flushed is strand's; usage: {USAGE}"));
+    if (options.flushed || options.cluster) && options.server != Server::Strand {
+        return Err(format!(
+            "--flushed and --cluster are strand's; usage: {USAGE}"
+        ));
+    }
+    if options.flushed && options.cluster {
+        return Err(format!("--flushed or --cluster, not both; usage: {USAGE}"));
     }
     let mut extra: Vec<String> = Vec::new();
     if options.flushed {
@@ -214,8 +227,20 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
             extra.push(value.into());
         }
     }
-    let mut server = match options.server {
-        Server::Strand => start_strand(
+    let mut servers = match options.server {
+        Server::Strand if options.cluster => start_strand_cluster(
+            root,
+            &work,
+            LONG_POLL_TIMEOUT_MS,
+            &[
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--leader-balance-interval-ms",
+                "200",
+            ]
+            .map(str::to_owned),
+        )?,
+        Server::Strand => vec![start_strand(
             root,
             LONG_POLL_TIMEOUT_MS,
             work.join(if options.flushed {
@@ -224,58 +249,95 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
                 "strand-server.log"
             }),
             &extra,
-        )?,
-        Server::Node => start_node(&work, LONG_POLL_TIMEOUT_MS, work.join("node-server.log"))?,
+        )?],
+        Server::Node => vec![start_node(
+            &work,
+            LONG_POLL_TIMEOUT_MS,
+            work.join("node-server.log"),
+        )?],
     };
-    let flushed = if options.flushed {
+    // The cluster's checks talk to node 2.
+    let at = if options.cluster { 1 } else { 0 };
+    let (name, url) = (servers[at].name, servers[at].url.clone());
+    let churn = if options.cluster {
+        Some(Churn::start(&servers)?)
+    } else {
+        None
+    };
+    let mode = if options.flushed {
         " (durable, every byte flushed to segment files)"
+    } else if options.cluster {
+        " (node 2 of a three-node cluster whose leaderships keep moving)"
     } else {
         ""
     };
-    println!("apps: {} at {}{flushed}", server.name, server.url);
+    println!("apps: {name} at {url}{mode}");
 
     let (mut passed, mut failed) = (0, 0);
-    for check in &checks {
-        let log = work.join(format!("{}.log", check.name));
-        let mut cmd = match check.runner {
-            Runner::Node(script) => {
-                let mut cmd = Command::new("node");
-                cmd.current_dir(&work).arg(script);
-                cmd
-            }
-            Runner::Python => {
-                let Some(python) = &python else {
-                    return Err("the python check has no virtualenv".into());
-                };
-                let mut cmd = Command::new(python);
-                cmd.current_dir(&work)
-                    .arg(source.join("python").join("check.py"))
-                    .env("PYTHONDONTWRITEBYTECODE", "1");
-                cmd
-            }
-        };
-        cmd.arg(&server.url);
-        let started = Instant::now();
-        let outcome = run_check(cmd, &log, CHECK_TIMEOUT);
-        let secs = started.elapsed().as_secs_f64();
-        // A server that died during the check explains its failure.
-        let outcome = outcome.and_then(|()| server.check_running());
-        match outcome {
-            Ok(()) => {
-                passed += 1;
-                println!("apps: {} ok ({secs:.1} s)", check.name);
-            }
-            Err(e) => {
-                failed += 1;
-                println!(
-                    "apps: {} FAILED: {e} ({secs:.1} s; log {})",
-                    check.name,
-                    log.display()
-                );
+    // Against the cluster the checks go round until every node has been
+    // drained once meanwhile (at most 20 rounds).
+    let rounds = if churn.is_some() { 20 } else { 1 };
+    for round in 0..rounds {
+        if churn
+            .as_ref()
+            .is_some_and(|c| round > 0 && c.drains() >= servers.len() as u64)
+        {
+            break;
+        }
+        if churn.is_some() {
+            println!("apps: round {}", round + 1);
+        }
+        for check in &checks {
+            let log = work.join(format!("{}.log", check.name));
+            let mut cmd = match check.runner {
+                Runner::Node(script) => {
+                    let mut cmd = Command::new("node");
+                    cmd.current_dir(&work).arg(script);
+                    cmd
+                }
+                Runner::Python => {
+                    let Some(python) = &python else {
+                        return Err("the python check has no virtualenv".into());
+                    };
+                    let mut cmd = Command::new(python);
+                    cmd.current_dir(&work)
+                        .arg(source.join("python").join("check.py"))
+                        .env("PYTHONDONTWRITEBYTECODE", "1");
+                    cmd
+                }
+            };
+            cmd.arg(&url);
+            let started = Instant::now();
+            let outcome = run_check(cmd, &log, CHECK_TIMEOUT);
+            let secs = started.elapsed().as_secs_f64();
+            // A server that died during the check explains its failure.
+            let outcome =
+                outcome.and_then(|()| servers.iter_mut().try_for_each(ServerGuard::check_running));
+            match outcome {
+                Ok(()) => {
+                    passed += 1;
+                    println!("apps: {} ok ({secs:.1} s)", check.name);
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!(
+                        "apps: {} FAILED: {e} ({secs:.1} s; log {})",
+                        check.name,
+                        log.display()
+                    );
+                }
             }
         }
     }
-    drop::<ServerGuard>(server);
+    if let Some(churn) = churn {
+        let (drains, moved) = churn.stop(&servers);
+        println!("apps: meanwhile {drains} drains, {moved} leadership hand-offs in the cluster");
+        if moved == 0 {
+            failed += 1;
+            println!("apps: FAILED: no leadership moved during the checks");
+        }
+    }
+    drop::<Vec<ServerGuard>>(servers);
     println!("apps: {passed} passed, {failed} failed");
     if failed == 0 {
         Ok(())
@@ -283,6 +345,82 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
         // Already reported; an empty message keeps the summary last.
         Err(String::new())
     }
+}
+
+/// Moves a cluster's leaderships while the checks run: each node in turn
+/// is drained (it hands off every leadership) and, 1.2 s later,
+/// undrained (balancing gives it its share back).
+struct Churn {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    drains: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl Churn {
+    fn start(servers: &[ServerGuard]) -> Result<Self, String> {
+        let admins = servers
+            .iter()
+            .map(|s| admin_addr(&s.log))
+            .collect::<Result<Vec<_>, _>>()?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let drains = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let count = std::sync::Arc::clone(&drains);
+        let thread = thread::spawn(move || {
+            // Bounded: at most 2 000 drains (50 minutes).
+            for turn in 0..2_000usize {
+                if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let (k, admin) = (turn % admins.len(), admins[turn % admins.len()]);
+                let node = k + 1;
+                if status_of(admin, &format!("POST /__strand/cluster/drain/{node}")) == Ok(204) {
+                    count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                thread::sleep(Duration::from_millis(1200));
+                let _ = status_of(admin, &format!("POST /__strand/cluster/undrain/{node}"));
+                thread::sleep(Duration::from_millis(300));
+            }
+        });
+        Ok(Self {
+            stop,
+            drains,
+            thread,
+        })
+    }
+
+    /// The drains made so far.
+    fn drains(&self) -> u64 {
+        self.drains.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops it; the drains it made and the hand-offs the nodes counted.
+    fn stop(self, servers: &[ServerGuard]) -> (u64, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let drains = std::sync::Arc::clone(&self.drains);
+        let _ = self.thread.join();
+        let drains = drains.load(std::sync::atomic::Ordering::Relaxed);
+        let moved = servers
+            .iter()
+            .filter_map(|s| {
+                let addr = s.url.strip_prefix("http://")?.parse().ok()?;
+                crate::loadtest::get_json(addr, "/__strand/health").ok()
+            })
+            .filter_map(|health| health["balance"]["moved"].as_u64())
+            .sum();
+        (drains, moved)
+    }
+}
+
+/// The admin listener a strand-server printed in its log
+/// (`strand-server admin listening on http://ADDR`).
+fn admin_addr(log: &Path) -> Result<std::net::SocketAddr, String> {
+    let text =
+        fs::read_to_string(log).map_err(|e| format!("cannot read {}: {e}", log.display()))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("strand-server admin listening on http://"))
+        .and_then(|a| a.trim().parse().ok())
+        .ok_or_else(|| format!("{} names no admin listener", log.display()))
 }
 
 /// Runs one check with its stdout and stderr in `log`, killed after

@@ -610,7 +610,7 @@ fn load_targets(
 }
 
 /// `GET path` over HTTP/1.1 (`Connection: close`), the body as JSON.
-fn get_json(addr: std::net::SocketAddr, path: &str) -> Result<Value, String> {
+pub(crate) fn get_json(addr: std::net::SocketAddr, path: &str) -> Result<Value, String> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
         .map_err(|e| format!("connect {addr}: {e}"))?;

@@ -115,7 +115,7 @@ fn print_help() {
     println!("  install-check");
     println!("           cargo install --locked --path for strand-server and strand-cli into");
     println!("           target/install-check, then runs both installed binaries; not in ci");
-    println!("  apps [--server strand|node] [--only NAME] [--debug-build] [--flushed]");
+    println!("  apps [--server strand|node] [--only NAME] [--debug-build] [--flushed] [--cluster]");
     println!("           the protocol's ecosystem libraries (tests/apps, pinned) against");
     println!("           strand-server --memory (release; debug with --debug-build) or the");
     println!("           node reference server, on loopback: yjs (y-durable-streams: sync,");
@@ -124,7 +124,9 @@ fn print_help() {
     println!("           python (the PyPI client, in target/apps/venv); one line per check");
     println!("           and `apps: N passed, M failed`; logs in target/apps/NAME.log;");
     println!("           --flushed against a durable node that flushes every byte to its");
-    println!("           segment files at once (ci runs both)");
+    println!("           segment files at once; --cluster against node 2 of a three-node");
+    println!("           cluster while each node in turn is drained and undrained (ci runs");
+    println!("           all three)");
     println!(
         "  faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N] [--rolling-rounds N]"
     );
@@ -427,7 +429,9 @@ fn step_http_conformance_subscriptions(root: &Path) -> Result<(), String> {
 fn step_apps(root: &Path) -> Result<(), String> {
     apps::apps(root, &["--debug-build".into()])?;
     // Again with every byte read back from segment files.
-    apps::apps(root, &["--debug-build".into(), "--flushed".into()])
+    apps::apps(root, &["--debug-build".into(), "--flushed".into()])?;
+    // And against a cluster node while the leaderships move.
+    apps::apps(root, &["--debug-build".into(), "--cluster".into()])
 }
 
 fn step_console(root: &Path) -> Result<(), String> {
