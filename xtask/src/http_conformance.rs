@@ -57,6 +57,8 @@ struct Options {
     auth: bool,
     durable: bool,
     cluster: bool,
+    /// Nodes of the `--cluster` cluster.
+    nodes: usize,
     /// `--subscriptions`: the opt-in subscription tests too, in a network
     /// namespace.
     subscriptions: bool,
@@ -67,7 +69,7 @@ struct Options {
 }
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--subscriptions] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
+pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster [--nodes N]] [--subscriptions] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
 
 /// The hidden flag of the run inside the network namespace.
 const INSIDE_NETNS_FLAG: &str = "--inside-netns";
@@ -79,6 +81,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         auth: false,
         durable: false,
         cluster: false,
+        nodes: 3,
         subscriptions: false,
         inside_netns: false,
         allow_fail_areas: Vec::new(),
@@ -102,6 +105,12 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--auth" if !inline => options.auth = true,
             "--durable" if !inline => options.durable = true,
             "--cluster" if !inline => options.cluster = true,
+            "--nodes" => {
+                options.nodes = match value("a number of nodes, 3 to 9")?.parse() {
+                    Ok(n @ 3..=9) => n,
+                    _ => return Err(format!("--nodes takes 3 to 9; usage: {USAGE}")),
+                }
+            }
             "--subscriptions" if !inline => options.subscriptions = true,
             INSIDE_NETNS_FLAG if !inline => options.inside_netns = true,
             "--debug-build" if !inline => use_debug_build(),
@@ -161,11 +170,12 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
     if options.cluster && (options.server != Server::Strand || options.auth) {
         return Err("--cluster runs against strand-server without --auth only".into());
     }
-    // With --cluster: nodes 1 and 3 of a three-node cluster run beside the
-    // node under test (node 2), killed when the run ends.
+    // With --cluster: the other nodes of a cluster of --nodes (3) run
+    // beside the node under test (node 2), killed when the run ends.
     let mut cluster_guards = Vec::new();
     if options.cluster {
-        let (node2, others) = start_cluster(root, &work, LONG_POLL_TIMEOUT_MS, &extra)?;
+        let (node2, others) =
+            start_cluster(root, &work, LONG_POLL_TIMEOUT_MS, &extra, options.nodes)?;
         cluster_guards = others;
         extra = node2;
     }

@@ -308,6 +308,10 @@ fn ci(root: &Path) -> Result<(), String> {
             run: step_http_conformance_subscriptions,
         },
         Step {
+            name: "http-conformance-cluster",
+            run: step_http_conformance_cluster,
+        },
+        Step {
             name: "apps",
             run: step_apps,
         },
@@ -422,6 +426,12 @@ fn step_http_conformance_auth(root: &Path) -> Result<(), String> {
 /// inside a loopback-only network namespace.
 fn step_http_conformance_subscriptions(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(root, &["--subscriptions".into(), "--debug-build".into()])
+}
+
+/// The official suite against node 2 of a three-node cluster, whose
+/// leaderships are balanced (moved) as the suite starts.
+fn step_http_conformance_cluster(root: &Path) -> Result<(), String> {
+    http_conformance::http_conformance(root, &["--cluster".into(), "--debug-build".into()])
 }
 
 /// The ecosystem libraries' checks (`cargo xtask apps`) against the debug

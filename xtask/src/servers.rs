@@ -195,12 +195,12 @@ pub(crate) fn free_port() -> Result<u16, String> {
 }
 
 /// Three free loopback ports, one per node of a cluster.
-fn cluster_ports() -> Result<Vec<u16>, String> {
-    (0..3).map(|_| free_port()).collect()
+fn cluster_ports(nodes: usize) -> Result<Vec<u16>, String> {
+    (0..nodes).map(|_| free_port()).collect()
 }
 
-/// The arguments of node `id` (1-based) of a three-node cluster on
-/// `ports`, with a fresh data directory `work/cluster-node-{id}`.
+/// The arguments of node `id` (1-based) of the cluster on `ports` (one
+/// node each), with a fresh data directory `work/cluster-node-{id}`.
 fn cluster_node_args(
     work: &Path,
     ports: &[u16],
@@ -230,20 +230,21 @@ fn cluster_node_args(
     Ok(a)
 }
 
-/// Starts nodes 1 and 3 of a three-node cluster on free loopback ports
-/// (fresh data directories under `work`, `extra` arguments for every
-/// node, the idle long-poll timeout `long_poll_ms`) and returns node 2's
-/// arguments, for the node the suite talks to.
+/// Starts every node but node 2 of a cluster of `nodes` on free loopback
+/// ports (fresh data directories under `work`, `extra` arguments for
+/// every node, the idle long-poll timeout `long_poll_ms`) and returns node
+/// 2's arguments, for the node the suite talks to.
 pub(crate) fn start_cluster(
     root: &Path,
     work: &Path,
     long_poll_ms: u64,
     extra: &[String],
+    nodes: usize,
 ) -> Result<(Vec<String>, Vec<ServerGuard>), String> {
     build_strand(root)?;
-    let ports = cluster_ports()?;
+    let ports = cluster_ports(nodes)?;
     let mut guards = Vec::new();
-    for id in [1, 3] {
+    for id in (1..=nodes).filter(|id| *id != 2) {
         guards.push(spawn_cluster_node(
             root,
             work,
@@ -291,7 +292,7 @@ pub(crate) fn start_strand_cluster(
     long_poll_ms: u64,
     extra: &[String],
 ) -> Result<Vec<ServerGuard>, String> {
-    let ports = cluster_ports()?;
+    let ports = cluster_ports(3)?;
     let mut guards = Vec::new();
     for id in 1..=3 {
         guards.push(spawn_cluster_node(

@@ -1,7 +1,8 @@
 //! Leadership balancing and drains on a cluster's node.
 //!
 //! Every member is a voter of every group, so what is left to spread is
-//! the leaders' work. Each node, once per interval, looks at the groups
+//! the leaders' work. Only groups of at most [`MAX_HANDOFF_VOTERS`]
+//! voters are handed off (a three-node cluster today). Each node, once per interval, looks at the groups
 //! it leads and hands one of them to the least-loaded other member when
 //! it leads at least two more than that member (so leaderships end with a
 //! max − min of at most 1 per node), or, while it is draining, hands one
@@ -30,6 +31,13 @@ use crate::types::NodeId;
 /// hand-off would only start an election.
 const MIN_TENURE: Duration = Duration::from_millis(1100);
 
+/// The most voters a group may have for its leadership to be handed off:
+/// the new leader wins with its own vote and the old leader's (whose
+/// lease has expired), a majority of three; in a larger group the other
+/// voters, whose leases the leader keeps fresh, refuse it (openraft 0.9
+/// has no leadership transfer that bypasses their lease).
+pub const MAX_HANDOFF_VOTERS: usize = 3;
+
 /// How long a round waits for each peer's view.
 const VIEW_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -42,6 +50,7 @@ pub const DEFAULT_BALANCE_INTERVAL_MS: u64 = 1000;
 pub(crate) struct Balance {
     draining: AtomicBool,
     moving: Mutex<Option<MoveStatus>>,
+    rounds: AtomicU64,
     moved: AtomicU64,
     failed: AtomicU64,
     held_us_max: AtomicU64,
@@ -53,6 +62,8 @@ pub(crate) struct Balance {
 pub struct BalanceStats {
     /// Whether the node is draining (handing off every leadership).
     pub draining: bool,
+    /// Balancing rounds run.
+    pub rounds: u64,
     /// Leaderships this node handed to another member.
     pub moved: u64,
     /// Hand-offs that did not complete (the group kept or found a leader).
@@ -78,6 +89,7 @@ impl Balance {
     pub(crate) fn stats(&self) -> BalanceStats {
         BalanceStats {
             draining: self.draining(),
+            rounds: self.rounds.load(Ordering::Relaxed),
             moved: self.moved.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             held_us_max: self.held_us_max.load(Ordering::Relaxed),
@@ -104,6 +116,7 @@ impl Balancer {
                 return;
             };
             self.round(&groups, &mut before).await;
+            self.balance.rounds.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -133,6 +146,12 @@ impl Balancer {
                 metrics[i].state == openraft::ServerState::Leader
                     && leaders[i] == Some(me)
                     && now.duration_since(since[i].1) >= MIN_TENURE
+                    && metrics[i]
+                        .membership_config
+                        .membership()
+                        .voter_ids()
+                        .count()
+                        <= MAX_HANDOFF_VOTERS
             })
             .collect();
         if mine.is_empty() {

@@ -63,7 +63,7 @@ mod sync;
 mod types;
 mod wire;
 
-pub use balance::{BalanceStats, DEFAULT_BALANCE_INTERVAL_MS};
+pub use balance::{BalanceStats, DEFAULT_BALANCE_INTERVAL_MS, MAX_HANDOFF_VOTERS};
 pub use batch::BATCHES_IN_FLIGHT;
 pub use cluster::{
     ClusterStatus, DRAIN_PATH, GroupStatusView, GroupView, MoveStatus, NodeState, NodeStatus,

@@ -183,16 +183,19 @@ impl RaftGroup {
             if !leads(&m) {
                 return Err(format!("node {me} does not lead group {}", self.group));
             }
-            if to == me
-                || !m
-                    .membership_config
-                    .membership()
-                    .voter_ids()
-                    .any(|v| v == to)
-            {
+            let voters: Vec<_> = m.membership_config.membership().voter_ids().collect();
+            if to == me || !voters.contains(&to) {
                 return Err(format!(
                     "node {to} is not another voter of group {}",
                     self.group
+                ));
+            }
+            if voters.len() > crate::balance::MAX_HANDOFF_VOTERS {
+                return Err(format!(
+                    "group {} has {} voters: a leadership is handed off only in groups of {} at most",
+                    self.group,
+                    voters.len(),
+                    crate::balance::MAX_HANDOFF_VOTERS
                 ));
             }
         }

@@ -865,3 +865,58 @@ async fn a_rolling_restart_with_drains_loses_nothing() {
         node.kill9();
     }
 }
+
+/// In groups of four voters a hand-off cannot win (the other voters'
+/// leases refuse the new leader), so none is tried and a drain is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_of_four_voters_keep_their_leaders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let nodes: Vec<Server> = (1..=4)
+        .map(|id| start_args(&balanced_node_args(tmp.path(), id, &ports)))
+        .collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+    all_ready(&addrs, Duration::from_secs(60)).await;
+    let r = request(
+        process::admin_addr(addrs[1]),
+        "POST",
+        "/__strand/cluster/drain/1",
+        &[],
+        b"",
+    )
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&r.body);
+    assert_eq!(r.status, 409, "{text}");
+    assert!(text.contains("has 4 voters"), "{text}");
+    // Balancing rounds come and go (every 200 ms; ten take the leaders
+    // past the 1.1 s tenure) without a hand-off tried.
+    let status = cluster_status(addrs[1], "four voters per group", |v| {
+        v["groups"].as_array().is_some_and(|g| {
+            g.iter()
+                .all(|g| g["voters"] == serde_json::json!([1, 2, 3, 4]))
+        })
+    })
+    .await;
+    assert_eq!(status["moves"], serde_json::json!([]), "{status}");
+    for addr in &addrs {
+        let v = eventually(
+            "ten balancing rounds past the tenure",
+            Duration::from_secs(30),
+            || async {
+                let r = request(*addr, "GET", "/__strand/health", &[], b"")
+                    .await
+                    .ok()?;
+                let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+                (v["balance"]["rounds"].as_u64()? >= 10).then_some(v)
+            },
+        )
+        .await;
+        assert_eq!(v["balance"]["moved"], 0, "{v}");
+        assert_eq!(v["balance"]["failed"], 0, "{v}");
+    }
+    for node in nodes {
+        node.kill9();
+    }
+}

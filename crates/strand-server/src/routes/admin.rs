@@ -231,7 +231,9 @@ pub(super) async fn cluster(state: &AppState) -> Response {
 /// member; 204 once the member took it (it does not wait for the
 /// leaderships to move: `GET /__strand/cluster` shows them), 404 for a
 /// node that is not a member or a node without Raft, 409 on a node
-/// without peers, 503 when the member did not answer.
+/// without peers or with groups of more voters than a hand-off allows
+/// (`strand_raft::MAX_HANDOFF_VOTERS`), 503 when the member did not
+/// answer.
 async fn drain(state: &AppState, draining: bool, node: &str) -> Result<Response, ApiError> {
     let Some(raft) = &state.raft else {
         return Err(ApiError::not_found(
@@ -248,10 +250,27 @@ async fn drain(state: &AppState, draining: bool, node: &str) -> Result<Response,
     let Ok(id) = node.parse::<u64>() else {
         return Err(ApiError::bad_request(format!("{node:?} is not a node id")));
     };
-    let is_member =
-        id == raft.node_id() || raft.view().groups.iter().any(|g| g.voters.contains(&id));
+    let view = raft.view();
+    let is_member = id == raft.node_id() || view.groups.iter().any(|g| g.voters.contains(&id));
     if !is_member {
         return Err(ApiError::not_found(format!("node {id} is not a member")));
+    }
+    if draining
+        && let Some(g) = view
+            .groups
+            .iter()
+            .find(|g| g.voters.len() > strand_raft::MAX_HANDOFF_VOTERS)
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "group {} has {} voters: leaderships are handed off only in groups of {} voters \
+                 at most (a three-node cluster), so a drain would never end",
+                g.group,
+                g.voters.len(),
+                strand_raft::MAX_HANDOFF_VOTERS
+            ),
+        ));
     }
     raft.drain(id, draining, PEER_VIEW_TIMEOUT)
         .await
