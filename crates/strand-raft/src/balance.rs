@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{MoveStatus, NodeView, VIEW_PATH};
+use crate::cluster::{MoveStatus, NodeView, ask_view};
 use crate::network::{ClusterLinks, PeerClient};
 use crate::proposer::RaftGroup;
 use crate::types::NodeId;
@@ -222,20 +222,9 @@ impl Balancer {
 
     /// Member `id`'s view, if it answers as itself.
     async fn view_of(&self, id: NodeId, addr: &str) -> Option<NodeView> {
-        let body = self
-            .client
-            .http
-            .post(
-                addr,
-                VIEW_PATH,
-                Vec::new(),
-                self.links.token.as_deref(),
-                VIEW_TIMEOUT,
-            )
+        let token = self.links.token.as_deref();
+        ask_view(&self.client.http, (id, addr), token, VIEW_TIMEOUT)
             .await
-            .ok()?;
-        serde_json::from_slice::<NodeView>(&body)
             .ok()
-            .filter(|v| v.node == id)
     }
 }

@@ -148,6 +148,28 @@ pub struct ClusterStatus {
     pub moves: Vec<MoveStatus>,
 }
 
+/// Asks member `id`, reached at `addr`, for its view ([`VIEW_PATH`],
+/// within `timeout`); an answer that is not a view, or the view of
+/// another node, is an error.
+pub(crate) async fn ask_view(
+    http: &crate::http::Http,
+    (id, addr): (NodeId, &str),
+    token: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<NodeView, String> {
+    let body = http
+        .post(addr, VIEW_PATH, Vec::new(), token, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    let view =
+        serde_json::from_slice::<NodeView>(&body).map_err(|e| format!("not a node's view: {e}"))?;
+    if view.node == id {
+        Ok(view)
+    } else {
+        Err(format!("answered as node {}", view.node))
+    }
+}
+
 impl ClusterStatus {
     /// Puts the status together: `me` is the answering node, `urls` its
     /// address of each member (its `--peer` list; its own entry may be

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use strand_engine::{Engine, EntryOutcome, GroupEntry, GroupLog, GroupStatus};
 
 use crate::balance::{Balance, BalanceStats};
-use crate::cluster::{ClusterStatus, DRAIN_PATH, NodeView, VIEW_PATH};
+use crate::cluster::{ClusterStatus, DRAIN_PATH, NodeView, ask_view};
 use crate::network::{ClusterLinks, PeerClient};
 use crate::proposer::RaftGroup;
 use crate::stats::{LogStats, NetworkStats, RaftGroupMetrics, SnapshotStats};
@@ -138,11 +138,7 @@ impl RaftNode {
         let Some(addr) = links.addrs.get(&id) else {
             return Err(format!("node {id} is not a member"));
         };
-        let body = if draining {
-            b"true".to_vec()
-        } else {
-            b"false".to_vec()
-        };
+        let body = serde_json::to_vec(&draining).map_err(|e| e.to_string())?;
         client
             .http
             .post(addr, DRAIN_PATH, body, links.token.as_deref(), timeout)
@@ -156,13 +152,18 @@ impl RaftNode {
         self.balance.stats()
     }
 
+    /// Whether the node is a cluster's member (it has peers).
+    pub fn has_peers(&self) -> bool {
+        self.peers.is_some()
+    }
+
     /// This node's id (`--node-id`).
     pub fn node_id(&self) -> NodeId {
         self.node_id
     }
 
     /// What this node knows of its groups: each one's membership, leader,
-    /// term and indexes (what it answers its peers under [`VIEW_PATH`]).
+    /// term and indexes (what it answers its peers under [`VIEW_PATH`](crate::VIEW_PATH)).
     pub fn view(&self) -> NodeView {
         NodeView {
             node: self.node_id,
@@ -189,23 +190,8 @@ impl RaftNode {
                 (Some(links), Some(client)) => {
                     let asks = links.addrs.iter().filter(|(id, _)| **id != me).map(
                         |(&id, addr)| async move {
-                            let answer = client
-                                .http
-                                .post(addr, VIEW_PATH, Vec::new(), links.token.as_deref(), timeout)
-                                .await
-                                .map_err(|e| e.to_string())
-                                .and_then(|body| {
-                                    serde_json::from_slice::<NodeView>(&body)
-                                        .map_err(|e| format!("not a node's view: {e}"))
-                                })
-                                .and_then(|view| {
-                                    if view.node == id {
-                                        Ok(view)
-                                    } else {
-                                        Err(format!("answered as node {}", view.node))
-                                    }
-                                });
-                            (id, answer)
+                            let token = links.token.as_deref();
+                            (id, ask_view(&client.http, (id, addr), token, timeout).await)
                         },
                     );
                     views.extend(futures_util::future::join_all(asks).await);

@@ -90,7 +90,11 @@ impl RaftGroup {
                     continue;
                 }
                 let copy = cluster.clone().map(|links| (links, entry.clone()));
-                let passing = pass.read().await;
+                // Only a cluster's node hands its leadership off.
+                let passing = match copy {
+                    Some(_) => Some(pass.read().await),
+                    None => None,
+                };
                 let submitted = proposer.client_write_ff(entry).await;
                 drop(passing);
                 match submitted {

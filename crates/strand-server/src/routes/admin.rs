@@ -240,7 +240,7 @@ async fn drain(state: &AppState, draining: bool, node: &str) -> Result<Response,
             "this node runs no Raft groups: there is nothing to drain",
         ));
     };
-    if raft.network_stats().is_none() {
+    if !raft.has_peers() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "this node has no peers (--peer): it leads every group and has no one to hand \

@@ -92,7 +92,7 @@ async fn health(state: &AppState) -> Response {
         }
         body["log"] = log;
     }
-    if let Some(raft) = state.raft.as_ref().filter(|r| r.network_stats().is_some()) {
+    if let Some(raft) = state.raft.as_ref().filter(|r| r.has_peers()) {
         body["balance"] = serde_json::to_value(raft.balance_stats()).unwrap_or_default();
     }
     if let Some(network) = state
