@@ -190,7 +190,7 @@ const PEER_VIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2)
 /// the moves under way. A node without peers is a cluster of one (`url`:
 /// its client listener's); a node in memory answers the same shape for
 /// its groups, each with this node as its only voter.
-pub(super) async fn cluster(state: &AppState) -> Response {
+async fn cluster(state: &AppState) -> Response {
     let url = state.client_url.as_deref().map(str::to_owned);
     let status = match &state.raft {
         Some(raft) => raft.cluster_status(url, PEER_VIEW_TIMEOUT).await,
@@ -319,6 +319,7 @@ pub(super) async fn handle(
             }
         }
         (&Method::DELETE, [kind, bucket]) if kind == "purge" => purge(state, bucket).await,
+        (&Method::GET, [kind]) if kind == "cluster" => Ok(cluster(state).await),
         (&Method::POST, [kind, action, node]) if kind == "cluster" => {
             drain(state, action == "drain", node).await
         }

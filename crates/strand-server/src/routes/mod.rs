@@ -299,11 +299,7 @@ async fn route_request(
         Route::List { bucket, query } => admin::list(&state, &bucket, &query).await,
         Route::Operator { rest, .. } => {
             let (parts, body) = request.into_parts();
-            if parts.method == Method::GET && matches!(rest.as_slice(), [k] if k == "cluster") {
-                Ok(admin::cluster(&state).await)
-            } else {
-                admin::handle(&state, &parts.method, &rest, body).await
-            }
+            admin::handle(&state, &parts.method, &rest, body).await
         }
         Route::Bucket(bucket) => bucket_route(&state, request.method(), &bucket).await,
         Route::Extension(extension) => {
