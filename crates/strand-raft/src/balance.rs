@@ -14,6 +14,8 @@
 //! different nodes may move leaderships to the same member at once; each
 //! move still lowers the spread's sum of squares, so the counts settle.
 
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -22,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::{MoveStatus, NodeView, ask_view};
 use crate::network::{ClusterLinks, PeerClient};
+use crate::placement::{Placed, plan};
 use crate::proposer::RaftGroup;
 use crate::types::NodeId;
 
@@ -54,6 +57,7 @@ pub(crate) struct Balance {
     moved: AtomicU64,
     failed: AtomicU64,
     held_us_max: AtomicU64,
+    voters_moved: AtomicU64,
 }
 
 /// A node's leadership moves so far (in `GET /__strand/health` of a
@@ -71,6 +75,9 @@ pub struct BalanceStats {
     /// The longest time a hand-off held the group's proposals back, in
     /// microseconds.
     pub held_us_max: u64,
+    /// Voter changes this node made to groups it leads (placement).
+    #[serde(default)]
+    pub voters_moved: u64,
 }
 
 impl Balance {
@@ -93,6 +100,7 @@ impl Balance {
             moved: self.moved.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             held_us_max: self.held_us_max.load(Ordering::Relaxed),
+            voters_moved: self.voters_moved.load(Ordering::Relaxed),
         }
     }
 }
@@ -104,7 +112,25 @@ pub(crate) struct Balancer {
     pub(crate) links: Arc<ClusterLinks>,
     pub(crate) client: PeerClient,
     pub(crate) balance: Arc<Balance>,
+    /// The replication factor: voters per group.
+    pub(crate) factor: usize,
+    /// Whether leaderships are handed off (`--leader-balance-interval-ms`
+    /// above 0); placement goes on either way.
+    pub(crate) hand_offs: bool,
 }
+
+/// A group's metrics as openraft reports them.
+type Metrics = openraft::RaftMetrics<NodeId, openraft::BasicNode>;
+
+/// How far behind the leader's last log index a learner may be when it
+/// is made a voter (it then holds nearly every entry, so the new voter
+/// set commits at once).
+const VOTER_CATCH_UP_ENTRIES: u64 = 64;
+
+/// How long a membership change may take before the round gives up on
+/// it (the change goes on in the group; the next round sees where it
+/// ended).
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Balancer {
     /// Runs a round every `interval` until the node's groups are gone.
@@ -120,11 +146,12 @@ impl Balancer {
         }
     }
 
-    /// One round: at most one leadership handed off.
+    /// One round: at most one membership change, else at most one
+    /// leadership handed off.
     async fn round(&self, groups: &[Arc<RaftGroup>], before: &mut Vec<(Option<NodeId>, Instant)>) {
         let me = self.me;
         let now = Instant::now();
-        let metrics: Vec<_> = groups
+        let metrics: Vec<Metrics> = groups
             .iter()
             .map(|g| g.raft().metrics().borrow().clone())
             .collect();
@@ -140,18 +167,16 @@ impl Balancer {
             })
             .collect();
         *before = since.clone();
+        let plan = self.plan(&metrics);
+        if self.place(groups, &metrics, plan.as_deref()).await || !self.hand_offs {
+            return;
+        }
         // Groups this node has led long enough.
         let mine: Vec<usize> = (0..groups.len())
             .filter(|&i| {
-                metrics[i].state == openraft::ServerState::Leader
-                    && leaders[i] == Some(me)
+                leads(&metrics[i], me)
                     && now.duration_since(since[i].1) >= MIN_TENURE
-                    && metrics[i]
-                        .membership_config
-                        .membership()
-                        .voter_ids()
-                        .count()
-                        <= MAX_HANDOFF_VOTERS
+                    && voters(&metrics[i]).len() <= MAX_HANDOFF_VOTERS
             })
             .collect();
         if mine.is_empty() {
@@ -166,40 +191,55 @@ impl Balancer {
         )
         .await;
         let count = |n: NodeId| leaders.iter().filter(|l| **l == Some(n)).count();
-        let Some((to, their)) = views
-            .iter()
-            .filter(|(_, v)| v.as_ref().is_some_and(|v| !v.draining))
-            .map(|(id, _)| (*id, count(*id)))
-            .min_by_key(|&(id, c)| (c, id))
-        else {
-            return;
+        let takes = |n: NodeId| {
+            views
+                .iter()
+                .any(|(id, v)| *id == n && v.as_ref().is_some_and(|v| !v.draining))
         };
-        if !self.balance.draining() && count(me) < their + 2 {
-            return;
-        }
-        // The group whose new leader is closest to holding every entry.
-        let Some(&group) = mine.iter().max_by_key(|&&i| {
-            metrics[i]
+        // A group the plan takes this node's vote from goes first (its
+        // new leader then changes its voters); else, while draining, any;
+        // else one whose other voter leads two fewer groups than this
+        // node. The new leader is the voter leading the fewest, the
+        // group the one where that voter holds the most entries.
+        let matched = |g: usize, to: NodeId| {
+            metrics[g]
                 .replication
                 .as_ref()
                 .and_then(|r| r.get(&to).copied().flatten())
                 .map(|l| l.index)
-        }) else {
+        };
+        let plan = plan.as_deref();
+        let leaving = |g: usize| plan.is_some_and(|p| !p[g].contains(&me));
+        let Some((group, to)) = mine
+            .iter()
+            .flat_map(|&g| {
+                voters(&metrics[g])
+                    .into_iter()
+                    .filter(move |&to| to != me)
+                    .filter(|&to| takes(to))
+                    .filter(move |&to| plan.is_none_or(|p| p[g].contains(&to)))
+                    .map(move |to| (g, to))
+            })
+            .min_by_key(|&(g, to)| (!leaving(g), count(to), Reverse(matched(g, to)), to))
+        else {
             return;
         };
+        if !leaving(group) && !self.balance.draining() && count(me) < count(to) + 2 {
+            return;
+        }
         let Some(addr) = self.links.addrs.get(&to) else {
             return;
         };
-        *crate::sync::lock(&self.balance.moving) = Some(MoveStatus {
+        self.moving(Some(MoveStatus {
             group,
             kind: "leader".to_owned(),
             from: Some(me),
             to: Some(to),
-        });
+        }));
         let result = groups[group]
             .transfer_leader(me, to, addr, self.links.token.as_deref(), &self.client.http)
             .await;
-        *crate::sync::lock(&self.balance.moving) = None;
+        self.moving(None);
         match result {
             Ok(held) => {
                 self.balance.moved.fetch_add(1, Ordering::Relaxed);
@@ -220,6 +260,130 @@ impl Balancer {
         }
     }
 
+    /// Records the move under way (`None`: none).
+    fn moving(&self, status: Option<MoveStatus>) {
+        *crate::sync::lock(&self.balance.moving) = status;
+    }
+
+    /// Each group's planned voters ([`crate::placement::plan`]), once this
+    /// node knows every group's membership (a member not yet following a
+    /// group knows none of it).
+    fn plan(&self, metrics: &[Metrics]) -> Option<Vec<BTreeSet<NodeId>>> {
+        if metrics.iter().any(|m| voters(m).is_empty()) {
+            return None;
+        }
+        let placed: Vec<Placed> = metrics
+            .iter()
+            .map(|m| Placed {
+                voters: voters(m),
+                leader: m.current_leader,
+            })
+            .collect();
+        let members: BTreeSet<NodeId> = self.links.addrs.keys().copied().collect();
+        Some(plan(&placed, &members, self.factor))
+    }
+
+    /// Moves one group this node leads towards the placement: a member
+    /// that does not follow it yet is added as a learner, else its voters
+    /// become the planned ones once every new voter holds nearly every
+    /// entry (a group whose plan drops this node is handed off instead).
+    /// Whether it changed a membership (or tried).
+    async fn place(
+        &self,
+        groups: &[Arc<RaftGroup>],
+        metrics: &[Metrics],
+        plan: Option<&[BTreeSet<NodeId>]>,
+    ) -> bool {
+        let me = self.me;
+        let led: Vec<usize> = (0..metrics.len())
+            .filter(|&g| leads(&metrics[g], me) && !changing(&metrics[g]))
+            .collect();
+        for &g in &led {
+            let membership = metrics[g].membership_config.membership();
+            let Some((&id, addr)) = self
+                .links
+                .addrs
+                .iter()
+                .find(|(id, _)| membership.get_node(id).is_none())
+            else {
+                continue;
+            };
+            self.moving(Some(MoveStatus {
+                group: g,
+                kind: "learner".to_owned(),
+                from: None,
+                to: Some(id),
+            }));
+            let node = openraft::BasicNode::new(addr.clone());
+            let added = tokio::time::timeout(
+                CHANGE_TIMEOUT,
+                groups[g].raft().add_learner(id, node, false),
+            )
+            .await;
+            self.moving(None);
+            match added {
+                Ok(Ok(_)) => tracing::info!(group = g, node = id, "added a learner"),
+                Ok(Err(e)) => {
+                    tracing::warn!(group = g, node = id, error = %e, "adding a learner failed")
+                }
+                Err(_) => tracing::warn!(group = g, node = id, "adding a learner timed out"),
+            }
+            return true;
+        }
+        let Some(plan) = plan else {
+            return false;
+        };
+        for &g in &led {
+            let m = &metrics[g];
+            let now = voters(m);
+            let want = &plan[g];
+            if *want == now || !want.contains(&me) {
+                continue;
+            }
+            let last = m.last_log_index.unwrap_or(0);
+            let membership = m.membership_config.membership();
+            let ready = want.iter().all(|n| {
+                now.contains(n)
+                    || (membership.get_node(n).is_some()
+                        && m.replication
+                            .as_ref()
+                            .and_then(|r| r.get(n).copied().flatten())
+                            .is_some_and(|l| l.index + VOTER_CATCH_UP_ENTRIES >= last))
+            });
+            if !ready {
+                continue;
+            }
+            let from = now.difference(want).next().copied();
+            let to = want.difference(&now).next().copied();
+            self.moving(Some(MoveStatus {
+                group: g,
+                kind: "voter".to_owned(),
+                from,
+                to,
+            }));
+            let changed = tokio::time::timeout(
+                CHANGE_TIMEOUT,
+                groups[g].raft().change_membership(want.clone(), true),
+            )
+            .await;
+            self.moving(None);
+            match changed {
+                Ok(Ok(_)) => {
+                    self.balance.voters_moved.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(group = g, ?from, ?to, voters = ?want, "changed the voters");
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(group = g, voters = ?want, error = %e, "changing the voters failed");
+                }
+                Err(_) => {
+                    tracing::warn!(group = g, voters = ?want, "changing the voters timed out")
+                }
+            }
+            return true;
+        }
+        false
+    }
+
     /// Member `id`'s view, if it answers as itself.
     async fn view_of(&self, id: NodeId, addr: &str) -> Option<NodeView> {
         let token = self.links.token.as_deref();
@@ -227,4 +391,19 @@ impl Balancer {
             .await
             .ok()
     }
+}
+
+/// Whether `me` leads the group.
+fn leads(m: &Metrics, me: NodeId) -> bool {
+    m.state == openraft::ServerState::Leader && m.current_leader == Some(me)
+}
+
+/// The group's voters.
+fn voters(m: &Metrics) -> BTreeSet<NodeId> {
+    m.membership_config.membership().voter_ids().collect()
+}
+
+/// Whether a membership change is half done (a joint configuration).
+fn changing(m: &Metrics) -> bool {
+    m.membership_config.membership().get_joint_config().len() > 1
 }

@@ -121,13 +121,15 @@ pub struct GroupStatusView {
     pub replicas: Vec<ReplicaStatus>,
 }
 
-/// A change of placement under way: today a leadership a node hands off
-/// (membership itself is static).
+/// A change of placement under way: a leadership a node hands off, a
+/// member added to a group as a learner, or a group's voters changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MoveStatus {
     /// The group it moves.
     pub group: usize,
-    /// What moves: `leader` or `replica`.
+    /// What moves: `leader` (a hand-off), `learner` (a member starts
+    /// following the group) or `voter` (a vote moves from one member to
+    /// another, or a voter is added or dropped).
     pub kind: String,
     /// The node it leaves, if any.
     pub from: Option<NodeId>,

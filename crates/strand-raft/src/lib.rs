@@ -52,6 +52,7 @@ mod lock;
 mod log_store;
 mod network;
 mod node;
+mod placement;
 mod proposer;
 mod segment;
 mod snapshot_file;
@@ -73,6 +74,7 @@ pub use error::StartError;
 pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
 pub use network::ClusterLinks;
 pub use node::{MessageError, RaftGroupStatus, RaftNode, serve_batch};
+pub use placement::{DEFAULT_REPLICATION_FACTOR, MAX_REPLICATION_FACTOR, Placed, initial, plan};
 pub use segment::LogError;
 pub use start::{
     DEFAULT_SNAPSHOT_CHUNK_BYTES, DEFAULT_SNAPSHOT_LOG_BYTES, DurableOptions,

@@ -91,9 +91,16 @@ impl RaftNode {
         }
     }
 
-    /// Starts the node's leadership balancing, a round every `interval`
-    /// ([`crate::balance`]); nothing for a node without peers.
-    pub(crate) fn start_balancing(&self, interval: std::time::Duration) {
+    /// Starts the node's placement rounds ([`crate::balance`]): every
+    /// `interval` the groups it leads are moved towards the placement of
+    /// `replication_factor` voters and a leadership may be handed off;
+    /// with `None`, every default interval and no hand-offs. Nothing for
+    /// a node without peers.
+    pub(crate) fn start_balancing(
+        &self,
+        interval: Option<std::time::Duration>,
+        replication_factor: usize,
+    ) {
         if let (Some(links), Some(client)) = (&self.links, &self.peers) {
             let balancer = crate::balance::Balancer {
                 groups: Arc::downgrade(&self.groups),
@@ -101,8 +108,13 @@ impl RaftNode {
                 links: Arc::clone(links),
                 client: client.clone(),
                 balance: Arc::clone(&self.balance),
+                factor: replication_factor,
+                hand_offs: interval.is_some(),
             };
-            tokio::spawn(balancer.run(interval));
+            let every = interval.unwrap_or(std::time::Duration::from_millis(
+                crate::balance::DEFAULT_BALANCE_INTERVAL_MS,
+            ));
+            tokio::spawn(balancer.run(every));
         }
     }
 

@@ -80,6 +80,13 @@ pub struct DurableOptions {
     /// (leadership balancing and drains); `None` never (a drain then
     /// moves nothing).
     pub balance_interval: Option<Duration>,
+    /// How many voters each of a cluster's groups has (every member when
+    /// there are fewer): a new cluster's groups start with the voters of
+    /// [`crate::placement`]'s plan, and each group's leader moves them
+    /// towards it as the plan changes; the other members follow the
+    /// group as learners. The same on every node. Default
+    /// [`DEFAULT_REPLICATION_FACTOR`](crate::DEFAULT_REPLICATION_FACTOR).
+    pub replication_factor: usize,
 }
 
 impl DurableOptions {
@@ -99,6 +106,7 @@ impl DurableOptions {
             balance_interval: Some(Duration::from_millis(
                 crate::balance::DEFAULT_BALANCE_INTERVAL_MS,
             )),
+            replication_factor: crate::placement::DEFAULT_REPLICATION_FACTOR,
         }
     }
 }
@@ -223,6 +231,10 @@ pub async fn start_durable(
             }));
         }
     }
+    // A new cluster's voters per group; the lowest of a group's voters
+    // initializes it.
+    let members: std::collections::BTreeSet<NodeId> = options.peers.keys().copied().collect();
+    let placement = crate::placement::initial(groups, &members, options.replication_factor);
     let mut rafts = Vec::new();
     let mut groups = Vec::new();
     for link in links {
@@ -282,14 +294,17 @@ pub async fn start_durable(
             keep,
         ));
         let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
-        // A single node initializes itself; a cluster is initialized once,
-        // by its lowest node id, with every member.
-        let first = options.peers.keys().next().copied();
+        // A single node initializes itself; a cluster's group is
+        // initialized once, by the lowest of its planned voters, with
+        // them (the leader adds the other members as learners).
+        let voters = placement.get(group).cloned().unwrap_or_default();
+        let first = voters.first().copied();
         if !initialized && (!cluster || first == Some(options.node_id)) {
             let members: BTreeMap<NodeId, BasicNode> = if cluster {
                 options
                     .peers
                     .iter()
+                    .filter(|(id, _)| voters.contains(id))
                     .map(|(id, url)| (*id, BasicNode::new(url.clone())))
                     .collect()
             } else {
@@ -329,9 +344,7 @@ pub async fn start_durable(
         options.node_id,
         cluster_links.map(|links| (links, client)),
     );
-    if let Some(interval) = options.balance_interval {
-        node.start_balancing(interval);
-    }
+    node.start_balancing(options.balance_interval, options.replication_factor);
     Ok(node)
 }
 

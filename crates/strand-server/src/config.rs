@@ -327,6 +327,15 @@ pub struct Config {
     #[arg(long, env = "STRAND_LEADER_BALANCE_INTERVAL_MS",
           default_value_t = strand_raft::DEFAULT_BALANCE_INTERVAL_MS)]
     pub leader_balance_interval_ms: u64,
+    /// How many voters each group of a cluster has (every member when
+    /// there are fewer; at most 9): the leader of each group moves its
+    /// voters so that every member votes in as many groups as another,
+    /// give or take one; the other members follow the group as learners.
+    /// The same on every node.
+    #[arg(long, env = "STRAND_REPLICATION_FACTOR",
+          default_value_t = strand_raft::DEFAULT_REPLICATION_FACTOR,
+          value_parser = parse_replication_factor)]
+    pub replication_factor: usize,
     /// Webhook targets in this CIDR are allowed even though they are not
     /// public (repeatable, or comma-separated). Without it only publicly
     /// routable addresses are.
@@ -369,6 +378,22 @@ fn parse_public_url(text: &str) -> Result<String, String> {
         ));
     }
     Ok(url.to_owned())
+}
+
+/// A replication factor: 1 to [`strand_raft::MAX_REPLICATION_FACTOR`].
+fn parse_replication_factor(text: &str) -> Result<usize, String> {
+    let value: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of voters"))?;
+    if (1..=strand_raft::MAX_REPLICATION_FACTOR).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!(
+            "a replication factor is 1 to {}, not {value}",
+            strand_raft::MAX_REPLICATION_FACTOR
+        ))
+    }
 }
 
 /// Parses a CIDR (`10.1.0.0/16`, `fd00::/8`) or a single address (as a

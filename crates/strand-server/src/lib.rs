@@ -224,6 +224,7 @@ pub async fn start_engine_with(
             options.cluster_token = config.cluster_token()?;
             options.balance_interval = (config.leader_balance_interval_ms > 0)
                 .then(|| std::time::Duration::from_millis(config.leader_balance_interval_ms));
+            options.replication_factor = config.replication_factor;
             options.segment_replica = cold
                 .and_then(strand_cold::ColdTier::replica)
                 .map(|r| Arc::new(r.clone()) as Arc<dyn strand_engine::SegmentReplica>);

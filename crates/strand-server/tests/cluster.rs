@@ -551,14 +551,15 @@ async fn a_single_durable_node_is_a_cluster_of_one() {
 }
 
 /// Leaderships per node in a cluster status (`GET /__strand/cluster`):
-/// how many groups each of nodes 1..=3 leads, and whether every group
-/// has a leader.
-fn leaderships(status: &serde_json::Value) -> ([usize; 3], bool) {
-    let mut counts = [0; 3];
+/// how many groups each node (1, 2, …, in order) leads, and whether
+/// every group has a leader.
+fn leaderships(status: &serde_json::Value) -> (Vec<usize>, bool) {
+    let nodes = status["nodes"].as_array().map_or(0, Vec::len);
+    let mut counts = vec![0; nodes];
     let mut all_led = true;
     for g in status["groups"].as_array().unwrap() {
         match g["leader"].as_u64() {
-            Some(id @ 1..=3) => counts[(id - 1) as usize] += 1,
+            Some(id) if (1..=nodes as u64).contains(&id) => counts[(id - 1) as usize] += 1,
             _ => all_led = false,
         }
     }
@@ -866,7 +867,7 @@ async fn a_rolling_restart_with_drains_loses_nothing() {
     }
 }
 
-/// In groups of four voters a hand-off cannot win (the other voters'
+/// In groups of four voters (`--replication-factor 4`) a hand-off cannot win (the other voters'
 /// leases refuse the new leader), so none is tried and a drain is
 /// refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -874,7 +875,11 @@ async fn groups_of_four_voters_keep_their_leaders() {
     let tmp = tempfile::tempdir().unwrap();
     let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
     let nodes: Vec<Server> = (1..=4)
-        .map(|id| start_args(&balanced_node_args(tmp.path(), id, &ports)))
+        .map(|id| {
+            let mut args = balanced_node_args(tmp.path(), id, &ports);
+            args.extend(["--replication-factor", "4"].map(str::to_owned));
+            start_args(&args)
+        })
         .collect();
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
     all_ready(&addrs, Duration::from_secs(60)).await;
@@ -916,6 +921,77 @@ async fn groups_of_four_voters_keep_their_leaders() {
         assert_eq!(v["balance"]["moved"], 0, "{v}");
         assert_eq!(v["balance"]["failed"], 0, "{v}");
     }
+    for node in nodes {
+        node.kill9();
+    }
+}
+
+/// Five nodes, sixteen groups, the default replication factor of three:
+/// each group has three voters and the other two nodes as learners,
+/// every node votes in 9 or 10 groups, the leaderships end spread (at
+/// most one apart), and producers writing through every node meanwhile
+/// lose nothing (every node, learners included, holds every
+/// acknowledged append once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_nodes_place_three_voters_per_group() {
+    const NODES: u64 = 5;
+    const GROUPS: usize = 16;
+    let tmp = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    let nodes: Vec<Server> = (1..=NODES)
+        .map(|id| {
+            let mut args = balanced_node_args(tmp.path(), id, &ports);
+            let at = args.iter().position(|a| a == "--groups").unwrap();
+            args[at + 1] = GROUPS.to_string();
+            start_args(&args)
+        })
+        .collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+    all_ready(&addrs, Duration::from_secs(90)).await;
+    let writers = Writers::start(&addrs, 8);
+    let placed = |v: &serde_json::Value| {
+        let groups = v["groups"].as_array().unwrap();
+        let mut votes = [0usize; NODES as usize];
+        let shaped = groups.len() == GROUPS
+            && groups.iter().all(|g| {
+                let voters = g["voters"].as_array().unwrap();
+                let learners = g["learners"].as_array().unwrap();
+                for id in voters {
+                    votes[(id.as_u64().unwrap() - 1) as usize] += 1;
+                }
+                voters.len() == 3
+                    && learners.len() == 2
+                    && voters.contains(&g["leader"])
+                    && g["replicas"]
+                        .as_array()
+                        .is_some_and(|r| r.iter().all(|r| r["lag"].as_u64().is_some()))
+            });
+        let (counts, all_led) = leaderships(v);
+        shaped
+            && votes.iter().all(|&n| n == 9 || n == 10)
+            && all_led
+            && counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1
+    };
+    let status = cluster_status(addrs[4], "three voters per group, spread", placed).await;
+    eprintln!(
+        "five nodes, sixteen groups: leaderships {:?}",
+        leaderships(&status).0
+    );
+    // Every node answers the same placement.
+    let again = cluster_status(addrs[0], "node 1 agrees", placed).await;
+    for (a, b) in status["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(again["groups"].as_array().unwrap())
+    {
+        assert_eq!(a["voters"], b["voters"], "{status}\n{again}");
+    }
+    let (total, longest) = writers.stop_and_verify(&addrs).await;
+    eprintln!(
+        "five nodes: {total} acknowledged appends, lost 0, duplicates 0; the longest wait for \
+         one acknowledgement {longest:?}"
+    );
     for node in nodes {
         node.kill9();
     }

@@ -173,6 +173,12 @@ pub const KEYS: &[Key] = &[
     ),
     key(
         "cluster",
+        "replication_factor",
+        "replication_factor",
+        Kind::Int,
+    ),
+    key(
+        "cluster",
         "snapshot_chunk_bytes",
         "snapshot_chunk_bytes",
         Kind::Int,
