@@ -100,6 +100,12 @@ enum ClusterCommand {
     /// End a member's drain: it takes leaderships again as they are
     /// balanced.
     Undrain(remote::cluster::DrainArgs),
+    /// Take a member out of the cluster: drained first while it answers,
+    /// then out of the membership; every group moves its vote to another
+    /// member and drops it. Waits until no group holds it
+    /// (`--wait-seconds`, 0 not at all). The node then serves nothing; it
+    /// comes back only with an empty data directory and `--join`.
+    Remove(remote::cluster::RemoveArgs),
 }
 
 /// `strand streams ...`.
@@ -145,6 +151,9 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Cluster(ClusterCommand::Undrain(args)) => {
             remote::cluster::run_drain(args, false, &mut out)
+        }
+        Command::Cluster(ClusterCommand::Remove(args)) => {
+            remote::cluster::run_remove(args, &mut out)
         }
     }?;
     out.flush()?;

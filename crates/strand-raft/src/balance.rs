@@ -15,11 +15,12 @@
 //! move still lowers the spread's sum of squares, so the counts settle.
 
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use openraft::ChangeMembers;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{MoveStatus, NodeView, ask_view};
@@ -52,6 +53,7 @@ pub const DEFAULT_BALANCE_INTERVAL_MS: u64 = 1000;
 #[derive(Debug, Default)]
 pub(crate) struct Balance {
     draining: AtomicBool,
+    removed: AtomicBool,
     moving: Mutex<Option<MoveStatus>>,
     rounds: AtomicU64,
     moved: AtomicU64,
@@ -89,6 +91,11 @@ impl Balance {
         self.draining.store(draining, Ordering::Relaxed);
     }
 
+    /// Whether this node learned that the cluster removed it.
+    pub(crate) fn removed(&self) -> bool {
+        self.removed.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn moves(&self) -> Vec<MoveStatus> {
         crate::sync::lock(&self.moving).iter().cloned().collect()
     }
@@ -117,6 +124,19 @@ pub(crate) struct Balancer {
     /// Whether leaderships are handed off (`--leader-balance-interval-ms`
     /// above 0); placement goes on either way.
     pub(crate) hand_offs: bool,
+    /// How long a member may not answer before the leader of group 0
+    /// removes it (`None`: never).
+    pub(crate) dead_after: Option<Duration>,
+}
+
+/// What a node's rounds remember from one to the next.
+#[derive(Default)]
+struct Memory {
+    /// Each group's leader and since when this node has seen it lead.
+    since: Vec<(Option<NodeId>, Instant)>,
+    /// While this node leads group 0: when each member last answered
+    /// (since this node leads it, at the earliest).
+    seen: BTreeMap<NodeId, Instant>,
 }
 
 /// A group's metrics as openraft reports them.
@@ -135,20 +155,22 @@ const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 impl Balancer {
     /// Runs a round every `interval` until the node's groups are gone.
     pub(crate) async fn run(self, interval: Duration) {
-        let mut before: Vec<(Option<NodeId>, Instant)> = Vec::new();
+        let mut memory = Memory::default();
         loop {
             tokio::time::sleep(interval).await;
             let Some(groups) = self.groups.upgrade() else {
                 return;
             };
-            self.round(&groups, &mut before).await;
+            self.round(&groups, &mut memory).await;
             self.balance.rounds.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// One round: at most one membership change, else at most one
+    /// One round: every member asked for its view (whether this node
+    /// was removed; on group 0's leader, which members stopped
+    /// answering), then at most one membership change, else at most one
     /// leadership handed off.
-    async fn round(&self, groups: &[Arc<RaftGroup>], before: &mut Vec<(Option<NodeId>, Instant)>) {
+    async fn round(&self, groups: &[Arc<RaftGroup>], memory: &mut Memory) {
         let me = self.me;
         let now = Instant::now();
         let metrics: Vec<Metrics> = groups
@@ -161,12 +183,30 @@ impl Balancer {
         let since: Vec<(Option<NodeId>, Instant)> = leaders
             .iter()
             .enumerate()
-            .map(|(i, l)| match before.get(i) {
+            .map(|(i, l)| match memory.since.get(i) {
                 Some(&(was, at)) if was == *l => (was, at),
                 _ => (*l, now),
             })
             .collect();
-        *before = since.clone();
+        memory.since.clone_from(&since);
+        let views = futures_util::future::join_all(
+            self.links
+                .addrs
+                .iter()
+                .filter(|(id, _)| **id != me)
+                .map(|(&id, addr)| async move { (id, self.view_of(id, addr).await) }),
+        )
+        .await;
+        self.notice_removal(&views);
+        if self.balance.removed() {
+            return;
+        }
+        if self
+            .remove_dead(groups, &metrics, &views, &mut memory.seen)
+            .await
+        {
+            return;
+        }
         let plan = self.plan(&metrics);
         if self.place(groups, &metrics, plan.as_deref()).await || !self.hand_offs {
             return;
@@ -182,14 +222,6 @@ impl Balancer {
         if mine.is_empty() {
             return;
         }
-        let views = futures_util::future::join_all(
-            self.links
-                .addrs
-                .iter()
-                .filter(|(id, _)| **id != me)
-                .map(|(&id, addr)| async move { (id, self.view_of(id, addr).await) }),
-        )
-        .await;
         let count = |n: NodeId| leaders.iter().filter(|l| **l == Some(n)).count();
         let takes = |n: NodeId| {
             views
@@ -279,8 +311,7 @@ impl Balancer {
                 leader: m.current_leader,
             })
             .collect();
-        let members: BTreeSet<NodeId> = self.links.addrs.keys().copied().collect();
-        Some(plan(&placed, &members, self.factor))
+        Some(plan(&placed, &registry(metrics), self.factor))
     }
 
     /// Moves one group this node leads towards the placement: a member
@@ -298,37 +329,69 @@ impl Balancer {
         let led: Vec<usize> = (0..metrics.len())
             .filter(|&g| leads(&metrics[g], me) && !changing(&metrics[g]))
             .collect();
-        for &g in &led {
+        let members = registry(metrics);
+        for &g in led.iter().filter(|&&g| g != 0) {
             let membership = metrics[g].membership_config.membership();
-            let Some((&id, addr)) = self
-                .links
-                .addrs
+            // A member that does not follow the group yet.
+            let joining = members
                 .iter()
-                .find(|(id, _)| membership.get_node(id).is_none())
-            else {
-                continue;
-            };
-            self.moving(Some(MoveStatus {
-                group: g,
-                kind: "learner".to_owned(),
-                from: None,
-                to: Some(id),
-            }));
-            let node = openraft::BasicNode::new(addr.clone());
-            let added = tokio::time::timeout(
-                CHANGE_TIMEOUT,
-                groups[g].raft().add_learner(id, node, false),
-            )
-            .await;
-            self.moving(None);
-            match added {
-                Ok(Ok(_)) => tracing::info!(group = g, node = id, "added a learner"),
-                Ok(Err(e)) => {
-                    tracing::warn!(group = g, node = id, error = %e, "adding a learner failed")
+                .find(|id| membership.get_node(id).is_none())
+                .and_then(|&id| Some((id, self.addr_of(&metrics[0], id)?)));
+            if let Some((id, addr)) = joining {
+                self.moving(Some(MoveStatus {
+                    group: g,
+                    kind: "learner".to_owned(),
+                    from: None,
+                    to: Some(id),
+                }));
+                let node = openraft::BasicNode::new(addr);
+                let added = tokio::time::timeout(
+                    CHANGE_TIMEOUT,
+                    groups[g].raft().add_learner(id, node, false),
+                )
+                .await;
+                self.moving(None);
+                match added {
+                    Ok(Ok(_)) => tracing::info!(group = g, node = id, "added a learner"),
+                    Ok(Err(e)) => {
+                        tracing::warn!(group = g, node = id, error = %e, "adding a learner failed");
+                    }
+                    Err(_) => tracing::warn!(group = g, node = id, "adding a learner timed out"),
                 }
-                Err(_) => tracing::warn!(group = g, node = id, "adding a learner timed out"),
+                return true;
             }
-            return true;
+            // A learner the cluster removed (its vote went first).
+            if let Some(&gone) = membership
+                .learner_ids()
+                .collect::<Vec<_>>()
+                .iter()
+                .find(|id| !members.contains(id))
+            {
+                self.moving(Some(MoveStatus {
+                    group: g,
+                    kind: "learner".to_owned(),
+                    from: Some(gone),
+                    to: None,
+                }));
+                let removed = tokio::time::timeout(
+                    CHANGE_TIMEOUT,
+                    groups[g]
+                        .raft()
+                        .change_membership(ChangeMembers::RemoveNodes([gone].into()), false),
+                )
+                .await;
+                self.moving(None);
+                match removed {
+                    Ok(Ok(_)) => tracing::info!(group = g, node = gone, "removed a learner"),
+                    Ok(Err(e)) => {
+                        tracing::warn!(group = g, node = gone, error = %e, "removing a learner failed");
+                    }
+                    Err(_) => {
+                        tracing::warn!(group = g, node = gone, "removing a learner timed out")
+                    }
+                }
+                return true;
+            }
         }
         let Some(plan) = plan else {
             return false;
@@ -384,6 +447,93 @@ impl Balancer {
         false
     }
 
+    /// Where member `id` is reached: this node's `--peer` entry for it,
+    /// else the address group 0's membership recorded.
+    fn addr_of(&self, group0: &Metrics, id: NodeId) -> Option<String> {
+        let recorded = group0
+            .membership_config
+            .membership()
+            .get_node(&id)
+            .map(|n| n.addr.clone())
+            .unwrap_or_default();
+        let addr = self.links.addr_of(id, &recorded);
+        (!addr.is_empty()).then_some(addr)
+    }
+
+    /// Marks this node removed when the members that answered know a
+    /// leader of group 0 whose membership, the latest among them, no
+    /// longer holds it.
+    fn notice_removal(&self, views: &[(NodeId, Option<NodeView>)]) {
+        let latest = views
+            .iter()
+            .filter_map(|(_, v)| v.as_ref()?.groups.first())
+            .filter(|g| g.leader.is_some() && !g.voters.is_empty())
+            .max_by_key(|g| g.term);
+        let Some(group0) = latest else {
+            return;
+        };
+        let member = group0.voters.contains(&self.me) || group0.learners.contains(&self.me);
+        if !member && !self.balance.removed.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                node = self.me,
+                "this node was removed from the cluster: it serves no requests; to add it \
+                 back, start it with an empty data directory and --join"
+            );
+        }
+    }
+
+    /// On group 0's leader: removes a member that has not answered for
+    /// longer than the dead-node timeout, when the others are still at
+    /// least the replication factor. Whether it tried.
+    async fn remove_dead(
+        &self,
+        groups: &[Arc<RaftGroup>],
+        metrics: &[Metrics],
+        views: &[(NodeId, Option<NodeView>)],
+        seen: &mut BTreeMap<NodeId, Instant>,
+    ) -> bool {
+        let Some(after) = self.dead_after else {
+            return false;
+        };
+        if !metrics.first().is_some_and(|m| leads(m, self.me)) {
+            seen.clear();
+            return false;
+        }
+        let now = Instant::now();
+        let members = registry(metrics);
+        seen.retain(|id, _| members.contains(id));
+        for &id in members.iter().filter(|&&id| id != self.me) {
+            let answered = views.iter().any(|(v, answer)| *v == id && answer.is_some());
+            if answered {
+                seen.insert(id, now);
+            } else {
+                seen.entry(id).or_insert(now);
+            }
+        }
+        let Some((&dead, &last)) = seen
+            .iter()
+            .filter(|&(_, &at)| now.duration_since(at) > after)
+            .min_by_key(|&(_, &at)| at)
+        else {
+            return false;
+        };
+        if members.len() <= self.factor {
+            return false;
+        }
+        tracing::warn!(
+            node = dead,
+            unanswered_s = now.duration_since(last).as_secs(),
+            "a member stopped answering for longer than the dead-node timeout: removing it"
+        );
+        match remove_member(groups, self.me, dead, self.factor).await {
+            Ok(()) => {
+                seen.remove(&dead);
+            }
+            Err(e) => tracing::warn!(node = dead, error = %e, "removing a dead member failed"),
+        }
+        true
+    }
+
     /// Member `id`'s view, if it answers as itself.
     async fn view_of(&self, id: NodeId, addr: &str) -> Option<NodeView> {
         let token = self.links.token.as_deref();
@@ -391,6 +541,92 @@ impl Balancer {
             .await
             .ok()
     }
+}
+
+/// The cluster's members: the nodes of group 0's membership (voters and
+/// learners), as this node holds it; a member joins and leaves the
+/// cluster by joining and leaving group 0. Empty while this node knows
+/// none (it does not follow group 0 yet).
+pub(crate) fn registry(metrics: &[Metrics]) -> BTreeSet<NodeId> {
+    metrics.first().map_or_else(BTreeSet::new, |m| {
+        m.membership_config
+            .membership()
+            .nodes()
+            .map(|(id, _)| *id)
+            .collect()
+    })
+}
+
+/// On group 0's leader `me`: takes member `id` out of the cluster — its
+/// vote in group 0 goes to another member first (by the plan without
+/// it), then it leaves group 0's membership; every other group's leader
+/// then moves its vote and drops it ([`Balancer::place`]). A node that is
+/// no member is already out.
+///
+/// # Errors
+/// This node does not lead group 0 (the text starts with
+/// [`NOT_LEADER`](crate::proposer::NOT_LEADER)), `id` is this node or the
+/// last member, or a change failed.
+pub(crate) async fn remove_member(
+    groups: &[Arc<RaftGroup>],
+    me: NodeId,
+    id: NodeId,
+    factor: usize,
+) -> Result<(), String> {
+    let Some(group0) = groups.first() else {
+        return Err("no groups".to_owned());
+    };
+    let metrics: Vec<Metrics> = groups
+        .iter()
+        .map(|g| g.raft().metrics().borrow().clone())
+        .collect();
+    let m = &metrics[0];
+    if !leads(m, me) {
+        return Err(format!(
+            "{}node {me} does not lead group 0",
+            crate::proposer::NOT_LEADER
+        ));
+    }
+    let members = registry(&metrics);
+    if !members.contains(&id) {
+        return Ok(());
+    }
+    if id == me {
+        return Err(format!(
+            "node {me} leads group 0: its leadership moves first (drain it)"
+        ));
+    }
+    let rest: BTreeSet<NodeId> = members.iter().copied().filter(|&n| n != id).collect();
+    if rest.is_empty() {
+        return Err(format!("node {id} is the cluster's last member"));
+    }
+    // Voters the plan drops stay learners (`retain`): only `id` leaves.
+    let change = |changes: ChangeMembers<NodeId, openraft::BasicNode>, retain: bool| async move {
+        match tokio::time::timeout(
+            CHANGE_TIMEOUT,
+            group0.raft().change_membership(changes, retain),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the change took too long".to_owned()),
+        }
+    };
+    if voters(m).contains(&id) {
+        let placed: Vec<Placed> = metrics
+            .iter()
+            .map(|m| Placed {
+                voters: voters(m),
+                leader: m.current_leader,
+            })
+            .collect();
+        let want = plan(&placed, &rest, factor).swap_remove(0);
+        change(ChangeMembers::ReplaceAllVoters(want), true).await?;
+    }
+    change(ChangeMembers::RemoveNodes([id].into()), false).await?;
+    tracing::info!(node = id, "removed a member from the cluster");
+    Ok(())
 }
 
 /// Whether `me` leads the group.

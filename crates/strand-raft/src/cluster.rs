@@ -3,11 +3,10 @@
 //! put together from every member's view ([`ClusterStatus`], the JSON of
 //! the server's `GET /__strand/cluster`).
 //!
-//! The names in the JSON are a contract: scripts read them. Membership is
-//! static today (every member is a voter of every group): a node is `up`,
-//! `draining` or `down` (`removed` belongs to placement, which is to
-//! come), and the only moves are leaderships handed off
-//! ([`crate::balance`]).
+//! The names in the JSON are a contract: scripts read them. A node is
+//! `up`, `draining`, `down` or `removed` (the cluster's membership, group
+//! 0's, no longer holds it); the moves are leaderships handed off,
+//! learners added or dropped and voters changed ([`crate::balance`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,6 +21,10 @@ pub const VIEW_PATH: &str = "/__strand/raft/view";
 /// The path a node takes a drain (`true`) or its end (`false`) on, as a
 /// JSON boolean body (a `POST` with the cluster token).
 pub const DRAIN_PATH: &str = "/__strand/raft/drain";
+
+/// The path the leader of group 0 takes a member's removal on, as a JSON
+/// node id body (a `POST` with the cluster token).
+pub const REMOVE_PATH: &str = "/__strand/raft/remove";
 
 /// One group as one node sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +57,9 @@ pub struct NodeView {
     /// Whether it is draining (handing off every leadership, taking none).
     #[serde(default)]
     pub draining: bool,
+    /// Whether it learned that the cluster removed it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
     /// The leadership it is handing off now, if any.
     #[serde(default)]
     pub moves: Vec<MoveStatus>,
@@ -73,6 +79,11 @@ pub enum NodeState {
     Draining,
     /// It did not answer (stopped, unreachable, or refusing the token).
     Down,
+    /// It is no longer a member: the cluster's membership (group 0's)
+    /// does not hold it (`strand cluster remove`, or it stayed
+    /// unreachable past the dead-node timeout). It serves no requests;
+    /// it comes back only with an empty data directory and `--join`.
+    Removed,
 }
 
 /// One member of the cluster.
@@ -83,7 +94,7 @@ pub struct NodeStatus {
     /// Where the answering node reaches it (its `--peer` entry), when
     /// known.
     pub url: Option<String>,
-    /// `up`, `draining` or `down`.
+    /// `up`, `draining`, `down` or `removed`.
     pub state: NodeState,
     /// Why it is `down`: what asking it for its view ended with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,11 +214,19 @@ impl ClusterStatus {
                 status
             })
             .collect();
+        // The cluster's membership is group 0's.
+        let registry: Option<BTreeSet<NodeId>> = groups
+            .first()
+            .filter(|g| !g.voters.is_empty())
+            .map(|g| g.voters.iter().chain(&g.learners).copied().collect());
         let nodes = members
             .into_iter()
             .map(|id| {
                 let answer = views.iter().find(|(v, _)| *v == id).map(|(_, a)| a);
+                let gone = registry.as_ref().is_some_and(|r| !r.contains(&id));
                 let (state, error) = match answer {
+                    Some(Ok(view)) if view.removed || gone => (NodeState::Removed, None),
+                    _ if gone => (NodeState::Removed, None),
                     Some(Ok(view)) if view.draining => (NodeState::Draining, None),
                     Some(Ok(_)) => (NodeState::Up, None),
                     Some(Err(e)) => (NodeState::Down, Some(e.clone())),
@@ -318,6 +337,7 @@ mod tests {
                 Ok(NodeView {
                     node: 1,
                     draining: false,
+                    removed: false,
                     moves: Vec::new(),
                     groups: vec![view(1, 4, Some(1), 40)],
                 }),
@@ -327,6 +347,7 @@ mod tests {
                 Ok(NodeView {
                     node: 2,
                     draining: false,
+                    removed: false,
                     moves: Vec::new(),
                     groups: vec![view(2, 4, Some(1), 38)],
                 }),
@@ -351,6 +372,7 @@ mod tests {
                 Ok(NodeView {
                     node: 2,
                     draining: false,
+                    removed: false,
                     moves: Vec::new(),
                     groups: vec![fresh],
                 }),
@@ -360,6 +382,7 @@ mod tests {
                 Ok(NodeView {
                     node: 3,
                     draining: true,
+                    removed: false,
                     moves: Vec::new(),
                     groups: vec![stale],
                 }),
@@ -391,6 +414,7 @@ mod tests {
             Ok(NodeView {
                 node: 1,
                 draining: false,
+                removed: false,
                 moves: Vec::new(),
                 groups: vec![view(1, 3, None, 7)],
             }),
@@ -400,5 +424,37 @@ mod tests {
         assert_eq!(status.nodes[0].url, None);
         assert!(status.groups[0].replicas.iter().all(|r| r.lag.is_none()));
         assert_eq!(status.groups[0].replicas[0].applied_index, Some(7));
+    }
+
+    #[test]
+    fn a_node_out_of_group_zero_is_removed() {
+        let mut group = view(1, 5, Some(1), 9);
+        group.voters = vec![1, 2];
+        let one = NodeView {
+            node: 1,
+            draining: false,
+            removed: false,
+            moves: Vec::new(),
+            groups: vec![group],
+        };
+        let mut stale = view(3, 4, None, 7);
+        stale.voters = vec![1, 2, 3];
+        let three = NodeView {
+            node: 3,
+            draining: false,
+            removed: true,
+            moves: Vec::new(),
+            groups: vec![stale],
+        };
+        let views = vec![(1, Ok(one)), (2, Err("refused".to_owned())), (3, Ok(three))];
+        let status = ClusterStatus::assemble(1, &urls(), &views);
+        let states: Vec<_> = status.nodes.iter().map(|n| (n.id, n.state)).collect();
+        assert_eq!(
+            states,
+            [(1, NodeState::Up), (2, NodeState::Down), (3, NodeState::Removed)]
+        );
+        assert_eq!(status.groups[0].voters, [1, 2]);
+        let json = serde_json::to_value(&status.nodes[2]).unwrap();
+        assert_eq!(json["state"], "removed");
     }
 }

@@ -68,17 +68,17 @@ pub use balance::{BalanceStats, DEFAULT_BALANCE_INTERVAL_MS, MAX_HANDOFF_VOTERS}
 pub use batch::BATCHES_IN_FLIGHT;
 pub use cluster::{
     ClusterStatus, DRAIN_PATH, GroupStatusView, GroupView, MoveStatus, NodeState, NodeStatus,
-    NodeView, ReplicaStatus, VIEW_PATH,
+    NodeView, REMOVE_PATH, ReplicaStatus, VIEW_PATH,
 };
 pub use error::StartError;
 pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
 pub use network::ClusterLinks;
-pub use node::{MessageError, RaftGroupStatus, RaftNode, serve_batch};
+pub use node::{MessageError, RaftGroupStatus, RaftNode, RemoveError, serve_batch};
 pub use placement::{DEFAULT_REPLICATION_FACTOR, MAX_REPLICATION_FACTOR, Placed, initial, plan};
 pub use segment::LogError;
 pub use start::{
-    DEFAULT_SNAPSHOT_CHUNK_BYTES, DEFAULT_SNAPSHOT_LOG_BYTES, DurableOptions,
-    MAX_SNAPSHOT_CHUNK_BYTES, group_dir, start_durable,
+    DEFAULT_DEAD_NODE_TIMEOUT_MS, DEFAULT_SNAPSHOT_CHUNK_BYTES, DEFAULT_SNAPSHOT_LOG_BYTES,
+    DurableOptions, MAX_SNAPSHOT_CHUNK_BYTES, group_dir, start_durable,
 };
 pub use state_machine::{GroupStateMachine, SnapshotBuilder};
 pub use stats::{

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use strand_engine::{Engine, EntryOutcome, GroupEntry, GroupLog, GroupStatus};
 
 use crate::balance::{Balance, BalanceStats};
-use crate::cluster::{ClusterStatus, DRAIN_PATH, NodeView, ask_view};
+use crate::cluster::{ClusterStatus, DRAIN_PATH, NodeView, REMOVE_PATH, ask_view};
 use crate::network::{ClusterLinks, PeerClient};
 use crate::proposer::RaftGroup;
 use crate::stats::{LogStats, NetworkStats, RaftGroupMetrics, SnapshotStats};
@@ -31,6 +31,32 @@ pub struct RaftNode {
     links: Option<Arc<ClusterLinks>>,
     /// Its leadership hand-offs and drain.
     balance: Arc<Balance>,
+    /// Voters per group.
+    replication_factor: usize,
+}
+
+/// How long a removal waits for a member to take its drain.
+const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long a removal waits for group 0's leader to make the change.
+const CHANGE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Why a member was not removed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoveError {
+    /// No member has this id.
+    #[error("node {0} is not a member")]
+    NotMember(NodeId),
+    /// This node has no peers.
+    #[error("this node is not part of a cluster")]
+    NotClustered,
+    /// The cluster would have no member left.
+    #[error("node {0} is the cluster's last member")]
+    LastMember(NodeId),
+    /// The change could not be made now.
+    #[error("the member could not be removed now: {0}")]
+    Unavailable(String),
 }
 
 impl std::fmt::Debug for RaftNode {
@@ -79,6 +105,7 @@ impl RaftNode {
         groups: Vec<Arc<RaftGroup>>,
         node_id: NodeId,
         peers: Option<(Arc<ClusterLinks>, PeerClient)>,
+        replication_factor: usize,
     ) -> Self {
         let (links, peers) = peers.unzip();
         Self {
@@ -88,6 +115,7 @@ impl RaftNode {
             peers,
             links,
             balance: Arc::default(),
+            replication_factor,
         }
     }
 
@@ -100,6 +128,7 @@ impl RaftNode {
         &self,
         interval: Option<std::time::Duration>,
         replication_factor: usize,
+        dead_after: Option<std::time::Duration>,
     ) {
         if let (Some(links), Some(client)) = (&self.links, &self.peers) {
             let balancer = crate::balance::Balancer {
@@ -110,6 +139,7 @@ impl RaftNode {
                 balance: Arc::clone(&self.balance),
                 factor: replication_factor,
                 hand_offs: interval.is_some(),
+                dead_after,
             };
             let every = interval.unwrap_or(std::time::Duration::from_millis(
                 crate::balance::DEFAULT_BALANCE_INTERVAL_MS,
@@ -159,6 +189,123 @@ impl RaftNode {
             .map_err(|e| format!("node {id} did not take it: {e}"))
     }
 
+    /// Takes member `id` out of the cluster (`strand cluster remove`):
+    /// drains it first when it answers (waiting up to `wait` until it
+    /// leads no group), then has the leader of group 0 take it out of
+    /// group 0's membership, the cluster's; every group's leader then
+    /// moves the node's vote to another member and drops it. A node that
+    /// was removed already is no error.
+    ///
+    /// # Errors
+    /// [`RemoveError`]: not a member, this node has no peers, the last
+    /// member, or the change could not be made now.
+    pub async fn remove(&self, id: NodeId, wait: std::time::Duration) -> Result<(), RemoveError> {
+        let (Some(links), Some(client)) = (&self.links, &self.peers) else {
+            return Err(RemoveError::NotClustered);
+        };
+        let members = self.members();
+        if !members.contains(&id) {
+            return if links.addrs.contains_key(&id) {
+                Ok(())
+            } else {
+                Err(RemoveError::NotMember(id))
+            };
+        }
+        if members.len() == 1 {
+            return Err(RemoveError::LastMember(id));
+        }
+        // Its leaderships go first, while it answers; a node that does
+        // not answer leads nothing the others still follow.
+        if self.drain(id, true, PEER_TIMEOUT).await.is_ok() {
+            let deadline = tokio::time::Instant::now() + wait;
+            while self
+                .groups
+                .iter()
+                .any(|g| g.raft().metrics().borrow().current_leader == Some(id))
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+        let Some(group0) = self.groups.first() else {
+            return Err(RemoveError::NotClustered);
+        };
+        for _ in 0..3 {
+            let leader = group0.raft().metrics().borrow().current_leader;
+            let result = match leader {
+                Some(l) if l == self.node_id => self.remove_here(id).await,
+                Some(l) => {
+                    let Some(addr) = links.addrs.get(&l) else {
+                        return Err(RemoveError::Unavailable(format!(
+                            "group 0's leader, node {l}, has no address here"
+                        )));
+                    };
+                    let body = serde_json::to_vec(&id)
+                        .map_err(|e| RemoveError::Unavailable(e.to_string()))?;
+                    match client
+                        .http
+                        .post(addr, REMOVE_PATH, body, links.token.as_deref(), CHANGE_WAIT)
+                        .await
+                    {
+                        Ok(answer) => serde_json::from_slice::<Result<(), String>>(&answer)
+                            .unwrap_or_else(|e| Err(format!("not an answer: {e}"))),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+                None => Err(format!(
+                    "{}group 0 has no leader",
+                    crate::proposer::NOT_LEADER
+                )),
+            };
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e) if e.starts_with(crate::proposer::NOT_LEADER) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                Err(e) => return Err(RemoveError::Unavailable(e)),
+            }
+        }
+        Err(RemoveError::Unavailable(
+            "group 0's leadership kept moving".to_owned(),
+        ))
+    }
+
+    /// Takes member `id` out of group 0's membership, on group 0's leader
+    /// (what [`REMOVE_PATH`] does).
+    ///
+    /// # Errors
+    /// The reason, starting with a not-the-leader marker when this node
+    /// does not lead group 0.
+    pub async fn remove_here(&self, id: NodeId) -> Result<(), String> {
+        crate::balance::remove_member(&self.groups, self.node_id, id, self.replication_factor).await
+    }
+
+    /// The cluster's members as this node knows them: group 0's
+    /// membership, else (before it follows group 0) its `--peer` list.
+    pub fn members(&self) -> std::collections::BTreeSet<NodeId> {
+        let metrics: Vec<_> = self
+            .groups
+            .iter()
+            .take(1)
+            .map(|g| g.raft().metrics().borrow().clone())
+            .collect();
+        let members = crate::balance::registry(&metrics);
+        if members.is_empty() {
+            self.links
+                .as_ref()
+                .map(|l| l.addrs.keys().copied().collect())
+                .unwrap_or_else(|| [self.node_id].into())
+        } else {
+            members
+        }
+    }
+
+    /// Whether this node learned that the cluster removed it: it then
+    /// serves no client requests.
+    pub fn removed(&self) -> bool {
+        self.balance.removed()
+    }
+
     /// The node's leadership hand-offs so far, and whether it drains.
     pub fn balance_stats(&self) -> BalanceStats {
         self.balance.stats()
@@ -180,6 +327,7 @@ impl RaftNode {
         NodeView {
             node: self.node_id,
             draining: self.balance.draining(),
+            removed: self.balance.removed(),
             moves: self.balance.moves(),
             groups: self.groups.iter().map(|g| g.view()).collect(),
         }

@@ -35,6 +35,9 @@ pub const MAX_SNAPSHOT_CHUNK_BYTES: u64 = 64 << 20;
 /// write.
 pub const DEFAULT_SNAPSHOT_LOG_BYTES: u64 = 64 << 20;
 
+/// The default [`DurableOptions::dead_node_timeout`]: five minutes.
+pub const DEFAULT_DEAD_NODE_TIMEOUT_MS: u64 = 300_000;
+
 /// How a durable node is set up.
 #[derive(Debug, Clone)]
 pub struct DurableOptions {
@@ -87,6 +90,10 @@ pub struct DurableOptions {
     /// group as learners. The same on every node. Default
     /// [`DEFAULT_REPLICATION_FACTOR`](crate::DEFAULT_REPLICATION_FACTOR).
     pub replication_factor: usize,
+    /// How long a cluster's member may not answer before the leader of
+    /// group 0 removes it and its votes move to the others (only while
+    /// at least `replication_factor` members remain); `None` never.
+    pub dead_node_timeout: Option<Duration>,
 }
 
 impl DurableOptions {
@@ -107,6 +114,7 @@ impl DurableOptions {
                 crate::balance::DEFAULT_BALANCE_INTERVAL_MS,
             )),
             replication_factor: crate::placement::DEFAULT_REPLICATION_FACTOR,
+            dead_node_timeout: Some(Duration::from_millis(DEFAULT_DEAD_NODE_TIMEOUT_MS)),
         }
     }
 }
@@ -297,7 +305,14 @@ pub async fn start_durable(
         // A single node initializes itself; a cluster's group is
         // initialized once, by the lowest of its planned voters, with
         // them (the leader adds the other members as learners).
-        let voters = placement.get(group).cloned().unwrap_or_default();
+        // Group 0's membership is the cluster's (every member joins it),
+        // so all of them start as its voters; its leader then lowers
+        // them to the plan's.
+        let voters = if group == 0 {
+            members.clone()
+        } else {
+            placement.get(group).cloned().unwrap_or_default()
+        };
         let first = voters.first().copied();
         if !initialized && (!cluster || first == Some(options.node_id)) {
             let members: BTreeMap<NodeId, BasicNode> = if cluster {
@@ -343,8 +358,13 @@ pub async fn start_durable(
         groups,
         options.node_id,
         cluster_links.map(|links| (links, client)),
+        options.replication_factor,
     );
-    node.start_balancing(options.balance_interval, options.replication_factor);
+    node.start_balancing(
+        options.balance_interval,
+        options.replication_factor,
+        options.dead_node_timeout,
+    );
     Ok(node)
 }
 

@@ -336,6 +336,14 @@ pub struct Config {
           default_value_t = strand_raft::DEFAULT_REPLICATION_FACTOR,
           value_parser = parse_replication_factor)]
     pub replication_factor: usize,
+    /// How long a cluster's member may stay unreachable, in milliseconds,
+    /// before the leader of group 0 removes it from the cluster and its
+    /// votes move to the other members (only while at least
+    /// `--replication-factor` members remain). A removed node that comes
+    /// back serves nothing and says so. 0 never removes one.
+    #[arg(long, env = "STRAND_DEAD_NODE_TIMEOUT_MS",
+          default_value_t = strand_raft::DEFAULT_DEAD_NODE_TIMEOUT_MS)]
+    pub dead_node_timeout_ms: u64,
     /// Webhook targets in this CIDR are allowed even though they are not
     /// public (repeatable, or comma-separated). Without it only publicly
     /// routable addresses are.

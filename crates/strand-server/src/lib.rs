@@ -225,6 +225,8 @@ pub async fn start_engine_with(
             options.balance_interval = (config.leader_balance_interval_ms > 0)
                 .then(|| std::time::Duration::from_millis(config.leader_balance_interval_ms));
             options.replication_factor = config.replication_factor;
+            options.dead_node_timeout = (config.dead_node_timeout_ms > 0)
+                .then(|| std::time::Duration::from_millis(config.dead_node_timeout_ms));
             options.segment_replica = cold
                 .and_then(strand_cold::ColdTier::replica)
                 .map(|r| Arc::new(r.clone()) as Arc<dyn strand_engine::SegmentReplica>);

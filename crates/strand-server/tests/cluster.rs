@@ -996,3 +996,131 @@ async fn five_nodes_place_three_voters_per_group() {
         node.kill9();
     }
 }
+
+/// A removed member and a dead one lose their votes: on five nodes of
+/// eight groups (three voters each), `POST /__strand/cluster/remove/5`
+/// drains node 5 and takes it out (its votes move, no group holds it,
+/// it answers 503 `removed`); node 4, killed, is removed once it has not
+/// answered for the dead-node timeout (3 s here) and every group is back
+/// to three voters; started again, it learns that it was removed and
+/// serves nothing. Producers writing through nodes 1 to 3 meanwhile lose
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_and_a_dead_member_lose_their_votes() {
+    const NODES: u64 = 5;
+    let tmp = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    let args = |id: u64| {
+        let mut args = balanced_node_args(tmp.path(), id, &ports);
+        let at = args.iter().position(|a| a == "--groups").unwrap();
+        args[at + 1] = "8".to_owned();
+        args.extend(["--dead-node-timeout-ms", "3000"].map(str::to_owned));
+        args
+    };
+    let mut nodes: Vec<Option<Server>> =
+        (1..=NODES).map(|id| Some(start_args(&args(id)))).collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().flatten().map(|n| n.addr).collect();
+    all_ready(&addrs, Duration::from_secs(90)).await;
+    let holds = |g: &serde_json::Value, id: u64| {
+        ["voters", "learners"]
+            .iter()
+            .any(|k| g[k].as_array().unwrap().iter().any(|n| n == id))
+    };
+    cluster_status(addrs[0], "three voters, two learners per group", |v| {
+        v["groups"].as_array().unwrap().iter().all(|g| {
+            g["voters"].as_array().unwrap().len() == 3
+                && g["learners"].as_array().unwrap().len() == 2
+        })
+    })
+    .await;
+    let writers = Writers::start(&addrs[..3], 6);
+
+    // Removed: drained, then out of every group.
+    let admin = process::admin_addr(addrs[0]);
+    let started = Instant::now();
+    let r = request(admin, "POST", "/__strand/cluster/remove/5", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    let status = cluster_status(addrs[1], "node 5 leaves every group", |v| {
+        node_state(v, 5) == "removed"
+            && v["groups"].as_array().unwrap().iter().all(|g| {
+                !holds(g, 5) && g["voters"].as_array().unwrap().len() == 3 && !g["leader"].is_null()
+            })
+    })
+    .await;
+    eprintln!("node 5 removed in {:?}", started.elapsed());
+    assert_eq!(node_state(&status, 4), "up", "{status}");
+    eventually(
+        "node 5 knows it was removed",
+        Duration::from_secs(30),
+        || async {
+            let r = request(addrs[4], "GET", "/__strand/health", &[], b"")
+                .await
+                .ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+            (r.status == 503 && v["status"] == "removed").then_some(())
+        },
+    )
+    .await;
+    let r = request(addrs[4], "GET", "/v1/stream/p0?offset=-1", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    assert!(String::from_utf8_lossy(&r.body).contains("removed"));
+    // Removing it again changes nothing; a stranger is no member.
+    let r = request(admin, "POST", "/__strand/cluster/remove/5", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    let r = request(admin, "POST", "/__strand/cluster/remove/9", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+
+    // Dead: node 4 stops answering and is removed after the timeout.
+    let killed = Instant::now();
+    nodes[3].take().unwrap().kill9();
+    let status = cluster_status(addrs[2], "node 4's votes move", |v| {
+        node_state(v, 4) == "removed"
+            && v["groups"].as_array().unwrap().iter().all(|g| {
+                g["voters"] == serde_json::json!([1, 2, 3])
+                    && !holds(g, 4)
+                    && !g["leader"].is_null()
+            })
+    })
+    .await;
+    eprintln!(
+        "node 4 removed {:?} after it was killed (timeout 3 s): {}",
+        killed.elapsed(),
+        status["groups"]
+    );
+    // Back, it is told it was removed and serves nothing.
+    nodes[3] = Some(start_args(&args(4)));
+    let back = nodes[3].as_ref().unwrap().addr;
+    eventually(
+        "node 4 knows it was removed",
+        Duration::from_secs(30),
+        || async {
+            let r = request(back, "GET", "/__strand/health", &[], b"")
+                .await
+                .ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+            (r.status == 503 && v["status"] == "removed").then_some(())
+        },
+    )
+    .await;
+    let r = request(back, "POST", "/v1/stream/p0", &[], b"x")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+
+    let (total, longest) = writers.stop_and_verify(&addrs[..3]).await;
+    eprintln!(
+        "remove and dead-node removal: {total} acknowledged appends, lost 0, duplicates 0; the \
+         longest wait for one acknowledgement {longest:?}"
+    );
+    for node in nodes.into_iter().flatten() {
+        node.kill9();
+    }
+}

@@ -4,7 +4,9 @@
 //! voters, learners, and each replica's applied index and lag).
 //! `strand cluster drain NODE` and `undrain NODE` start and end a
 //! member's drain (`POST /__strand/cluster/{drain|undrain}/NODE`); a
-//! drain waits until the member leads no group.
+//! drain waits until the member leads no group. `strand cluster remove
+//! NODE` takes a member out (`POST /__strand/cluster/remove/NODE`) and
+//! waits until no group holds it.
 //!
 //! The JSON is read as it comes (`serde_json::Value`): a field the server
 //! does not send shows as `-`.
@@ -31,7 +33,8 @@ pub(crate) struct StatusArgs {
     pub(crate) json: bool,
 }
 
-/// Runs the command: exit 0 when every member is `up` and every group
+/// Runs the command: exit 0 when every member is `up` (or `removed`: no
+/// longer a member) and every group
 /// has a leader, 1 otherwise (the tables are printed all the same).
 pub(crate) fn run_status(args: &StatusArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let server = Server::new(&args.server)?;
@@ -124,6 +127,79 @@ pub(crate) fn run_drain(
     }
 }
 
+/// Arguments of `strand cluster remove`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RemoveArgs {
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+    /// The member's node id.
+    pub(crate) node: u64,
+    /// How long to wait until no group holds the member any more (0: do
+    /// not wait).
+    #[arg(long, default_value_t = 300)]
+    pub(crate) wait_seconds: u64,
+}
+
+/// Runs `remove`: exit 0 once the member is out of the cluster and, unless
+/// `--wait-seconds 0`, once no group holds it; 1 when the wait ran out
+/// (the groups go on moving its votes).
+pub(crate) fn run_remove(args: &RemoveArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let server = Server::new(&args.server)?;
+    let url = server.url(&format!("/__strand/cluster/remove/{}", args.node));
+    let what = describe(&Method::POST, &url);
+    let started = Instant::now();
+    server.send_ok(server.request(Method::POST, &url), &what)?;
+    if args.wait_seconds == 0 {
+        writeln!(out, "node {} removed from the cluster", args.node)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let url = server.url("/__strand/cluster");
+    let what = describe(&Method::GET, &url);
+    let deadline = Instant::now() + Duration::from_secs(args.wait_seconds);
+    loop {
+        let response = server.send_ok(server.request(Method::GET, &url), &what)?;
+        let text = response
+            .text()
+            .with_context(|| format!("{what}: reading the answer"))?;
+        let status: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{what}: the answer is not JSON"))?;
+        let held = held_by(&status, args.node);
+        if held.is_empty() {
+            writeln!(
+                out,
+                "node {} removed: no group holds it ({:.1} s)",
+                args.node,
+                started.elapsed().as_secs_f64()
+            )?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        if Instant::now() >= deadline {
+            writeln!(
+                out,
+                "node {} is out of the cluster, but group(s) {} still hold it after {} s",
+                args.node,
+                held.join(","),
+                args.wait_seconds
+            )?;
+            return Ok(ExitCode::FAILURE);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The groups whose voters or learners include `node`.
+fn held_by(status: &Value, node: u64) -> Vec<String> {
+    list(status, "groups")
+        .iter()
+        .filter(|g| {
+            ["voters", "learners"]
+                .iter()
+                .any(|k| list(g, k).iter().any(|n| n.as_u64() == Some(node)))
+        })
+        .map(|g| cell(g.get("group")))
+        .collect()
+}
+
 /// The groups `node` leads in a cluster status.
 fn led_by(status: &Value, node: u64) -> Vec<String> {
     list(status, "groups")
@@ -141,14 +217,16 @@ fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
         .unwrap_or_default()
 }
 
-/// Every member up and every group led.
+/// Every member up (a removed node is no member) and every group led.
 fn healthy(status: &Value) -> bool {
-    list(status, "nodes")
+    list(status, "nodes").iter().all(|n| {
+        matches!(
+            n.get("state").and_then(Value::as_str),
+            Some("up" | "removed")
+        )
+    }) && list(status, "groups")
         .iter()
-        .all(|n| n.get("state").and_then(Value::as_str) == Some("up"))
-        && list(status, "groups")
-            .iter()
-            .all(|g| g.get("leader").is_some_and(|l| !l.is_null()))
+        .all(|g| g.get("leader").is_some_and(|l| !l.is_null()))
 }
 
 /// Node ids as `1,2,3` (`-` for none).

@@ -179,6 +179,12 @@ pub const KEYS: &[Key] = &[
     ),
     key(
         "cluster",
+        "dead_node_timeout_ms",
+        "dead_node_timeout_ms",
+        Kind::Int,
+    ),
+    key(
+        "cluster",
         "snapshot_chunk_bytes",
         "snapshot_chunk_bytes",
         Kind::Int,

@@ -212,6 +212,7 @@ async fn cluster(state: &AppState) -> Response {
             let view = strand_raft::NodeView {
                 node: me,
                 draining: false,
+                removed: false,
                 moves: Vec::new(),
                 groups,
             };
@@ -251,8 +252,7 @@ async fn drain(state: &AppState, draining: bool, node: &str) -> Result<Response,
         return Err(ApiError::bad_request(format!("{node:?} is not a node id")));
     };
     let view = raft.view();
-    let is_member = id == raft.node_id() || view.groups.iter().any(|g| g.voters.contains(&id));
-    if !is_member {
+    if !raft.members().contains(&id) {
         return Err(ApiError::not_found(format!("node {id} is not a member")));
     }
     if draining
@@ -276,6 +276,39 @@ async fn drain(state: &AppState, draining: bool, node: &str) -> Result<Response,
         .await
         .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// How long a removal waits for the member's leaderships to move off it.
+const REMOVE_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `POST /__strand/cluster/remove/{node}`: takes a member out of the
+/// cluster (`strand_raft::RaftNode::remove`: drained first while it
+/// answers, then out of group 0's membership; every group's leader then
+/// moves its vote and drops it). 204 once group 0 no longer holds it (or
+/// it was removed already); 404 for a node that is not a member or a
+/// node without Raft; 409 on a node without peers or for the last
+/// member; 503 when the change cannot be made now (no leader of group
+/// 0).
+async fn remove(state: &AppState, node: &str) -> Result<Response, ApiError> {
+    let Some(raft) = &state.raft else {
+        return Err(ApiError::not_found(
+            "this node runs no Raft groups: there is no member to remove",
+        ));
+    };
+    let Ok(id) = node.parse::<u64>() else {
+        return Err(ApiError::bad_request(format!("{node:?} is not a node id")));
+    };
+    match raft.remove(id, REMOVE_DRAIN_WAIT).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Err(e @ strand_raft::RemoveError::NotMember(_)) => Err(ApiError::not_found(e.to_string())),
+        Err(
+            e @ (strand_raft::RemoveError::NotClustered | strand_raft::RemoveError::LastMember(_)),
+        ) => Err(ApiError::new(StatusCode::CONFLICT, e.to_string())),
+        Err(e) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            e.to_string(),
+        )),
+    }
 }
 
 /// Serves `/__strand/{rest…}`.
@@ -320,6 +353,9 @@ pub(super) async fn handle(
         }
         (&Method::DELETE, [kind, bucket]) if kind == "purge" => purge(state, bucket).await,
         (&Method::GET, [kind]) if kind == "cluster" => Ok(cluster(state).await),
+        (&Method::POST, [kind, action, node]) if kind == "cluster" && action == "remove" => {
+            remove(state, node).await
+        }
         (&Method::POST, [kind, action, node]) if kind == "cluster" => {
             drain(state, action == "drain", node).await
         }

@@ -31,6 +31,9 @@ pub const DS_PREFIX: &str = "/v1/stream/";
 /// authentication is off.
 pub const OPERATOR_ROUTES_CLOSED: &str = "the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) are served only with authentication on, to a token with the admin right (--auth-secret-file or --auth-jwks-file), or on the admin listener (--admin-listen ADDR)";
 
+/// The answer of a node the cluster removed to every client request.
+pub const REMOVED: &str = "this node was removed from its cluster and serves no requests; send them to another member (to add this node back, start it with an empty data directory and --join)";
+
 /// The server's routes as an axum [`Router`] (for embedding and tests).
 /// Every request goes through one function, [`serve`], which adds the CORS
 /// and security headers and writes the request log line, so no middleware
@@ -47,7 +50,8 @@ pub fn router(state: AppState) -> Router {
 /// `entries_per_fsync`, `proposals_per_fsync`, `mean_fsync_us`) and, for a
 /// cluster's node, its Raft traffic to its peers (`network`:
 /// `strand_raft::NetworkStats` with `messages_per_batch` and
-/// `messages_per_request`); 503 while a durable group has no leader.
+/// `messages_per_request`); 503 while a durable group has no leader, and
+/// (`status`: `removed`) on a node its cluster removed.
 /// A group's entry is `strand_raft::RaftGroupStatus` on a durable node.
 async fn health(state: &AppState) -> Response {
     let durable = state.engine.is_replicated();
@@ -69,8 +73,13 @@ async fn health(state: &AppState) -> Response {
             (groups, ready, None)
         }
     };
+    let removed = state
+        .raft
+        .as_ref()
+        .is_some_and(strand_raft::RaftNode::removed);
+    let ready = ready && !removed;
     let mut body = serde_json::json!({
-        "status": if ready { "ok" } else { "no-leader" },
+        "status": if removed { "removed" } else if ready { "ok" } else { "no-leader" },
         "mode": if durable { "durable" } else { "memory" },
         "groups": groups,
     });
@@ -260,6 +269,22 @@ async fn route_request(
             Right::Read,
         )?;
     }
+    if state
+        .raft
+        .as_ref()
+        .is_some_and(strand_raft::RaftNode::removed)
+        && matches!(
+            route,
+            Route::Stream(..)
+                | Route::Integrity(..)
+                | Route::List { .. }
+                | Route::Bucket(..)
+                | Route::Extension(..)
+                | Route::Subscriptions { .. }
+        )
+    {
+        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, REMOVED));
+    }
     let result = match route {
         Route::Preflight => Ok(crate::cors::preflight()),
         Route::Health => Ok(health(&state).await),
@@ -269,6 +294,7 @@ async fn route_request(
         Route::Raft(RaftRoute::Segment) => Ok(raft::segment(&state, request).await),
         Route::Raft(RaftRoute::View) => Ok(raft::view(&state)),
         Route::Raft(RaftRoute::Drain) => Ok(raft::drain(&state, request).await),
+        Route::Raft(RaftRoute::Remove) => Ok(raft::remove(&state, request).await),
         Route::Raft(RaftRoute::Message(rest)) => Ok(raft::message(&state, &rest, request).await),
         Route::Stream(named, layout) => {
             let (parts, body) = request.into_parts();

@@ -167,3 +167,22 @@ pub(super) async fn drain(state: &AppState, request: Request) -> Response {
         Err(_) => (StatusCode::BAD_REQUEST, "the body is not true or false\n").into_response(),
     }
 }
+
+/// `POST /__strand/raft/remove`: a member asks this node, as group 0's
+/// leader, to take node `id` (a JSON number) out of the cluster; 200
+/// with the outcome as JSON (`{"Ok": null}` or `{"Err": "why"}`, the
+/// reason starting with a not-the-leader marker when this node does not
+/// lead group 0), 400 for another body, 404 on a node without Raft.
+pub(super) async fn remove(state: &AppState, request: Request) -> Response {
+    let Some(raft) = &state.raft else {
+        return (StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response();
+    };
+    let body = match axum::body::to_bytes(request.into_body(), 64).await {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    };
+    match serde_json::from_slice::<u64>(&body) {
+        Ok(id) => crate::reply::json(StatusCode::OK, &raft.remove_here(id).await),
+        Err(_) => (StatusCode::BAD_REQUEST, "the body is not a node id\n").into_response(),
+    }
+}

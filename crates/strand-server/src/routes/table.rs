@@ -87,6 +87,9 @@ pub(super) enum RaftRoute {
     View,
     /// `POST /__strand/raft/drain`: start or end this node's drain.
     Drain,
+    /// `POST /__strand/raft/remove`: take a member out (on group 0's
+    /// leader).
+    Remove,
     /// `POST /__strand/raft/{group}/{kind}`: the path after `raft/`.
     Message(String),
 }
@@ -146,6 +149,7 @@ pub(super) fn classify(
             "segment" => RaftRoute::Segment,
             "view" => RaftRoute::View,
             "drain" => RaftRoute::Drain,
+            "remove" => RaftRoute::Remove,
             _ => RaftRoute::Message(rest.to_owned()),
         }));
     }
@@ -187,7 +191,8 @@ pub(super) fn classify(
                 rest: rest.to_vec(),
             }),
             [kind, action, _]
-                if kind == "cluster" && (action == "drain" || action == "undrain") =>
+                if kind == "cluster"
+                    && (action == "drain" || action == "undrain" || action == "remove") =>
             {
                 Ok(Route::Operator {
                     scope: "*".to_owned(),
@@ -461,6 +466,14 @@ mod tests {
         );
         let r = route(Method::POST, "/__strand/cluster/drain/3");
         assert_eq!(r.access(&Method::POST), Access::Operator("*"));
+        assert_eq!(
+            route(Method::POST, "/__strand/raft/remove"),
+            Route::Raft(RaftRoute::Remove)
+        );
+        assert!(matches!(
+            route(Method::POST, "/__strand/cluster/remove/3"),
+            Route::Operator { .. }
+        ));
         let r = route(Method::POST, "/__strand/cluster/undrain/3");
         assert_eq!(r.access(&Method::POST), Access::Operator("*"));
         for (path, file) in [
