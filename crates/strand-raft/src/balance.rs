@@ -189,9 +189,15 @@ impl Balancer {
             })
             .collect();
         memory.since.clone_from(&since);
+        // Members that joined become known by their recorded address.
+        if let Some(group0) = metrics.first() {
+            for (id, node) in group0.membership_config.membership().nodes() {
+                self.links.learn(*id, &node.addr);
+            }
+        }
+        let addrs = self.links.addrs();
         let views = futures_util::future::join_all(
-            self.links
-                .addrs
+            addrs
                 .iter()
                 .filter(|(id, _)| **id != me)
                 .map(|(&id, addr)| async move { (id, self.view_of(id, addr).await) }),
@@ -259,7 +265,7 @@ impl Balancer {
         if !leaving(group) && !self.balance.draining() && count(me) < count(to) + 2 {
             return;
         }
-        let Some(addr) = self.links.addrs.get(&to) else {
+        let Some(addr) = self.links.get(to) else {
             return;
         };
         self.moving(Some(MoveStatus {
@@ -269,7 +275,13 @@ impl Balancer {
             to: Some(to),
         }));
         let result = groups[group]
-            .transfer_leader(me, to, addr, self.links.token.as_deref(), &self.client.http)
+            .transfer_leader(
+                me,
+                to,
+                &addr,
+                self.links.token.as_deref(),
+                &self.client.http,
+            )
             .await;
         self.moving(None);
         match result {

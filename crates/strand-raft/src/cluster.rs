@@ -451,7 +451,11 @@ mod tests {
         let states: Vec<_> = status.nodes.iter().map(|n| (n.id, n.state)).collect();
         assert_eq!(
             states,
-            [(1, NodeState::Up), (2, NodeState::Down), (3, NodeState::Removed)]
+            [
+                (1, NodeState::Up),
+                (2, NodeState::Down),
+                (3, NodeState::Removed)
+            ]
         );
         assert_eq!(status.groups[0].voters, [1, 2]);
         let json = serde_json::to_value(&status.nodes[2]).unwrap();

@@ -29,6 +29,20 @@ pub(crate) enum PeerError {
     Failed(String),
 }
 
+impl PeerError {
+    /// Whether the peer refused for good: the token (401, 403) or the
+    /// route (404).
+    pub(crate) fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Self::Status {
+                status: 401 | 403 | 404,
+                ..
+            }
+        )
+    }
+}
+
 /// `host:port` of a peer URL (`http://host:port[/]`).
 pub(crate) fn host_port(url: &str) -> &str {
     let rest = url.strip_prefix("http://").unwrap_or(url);

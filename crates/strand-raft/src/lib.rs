@@ -73,7 +73,9 @@ pub use cluster::{
 pub use error::StartError;
 pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
 pub use network::ClusterLinks;
-pub use node::{MessageError, RaftGroupStatus, RaftNode, RemoveError, serve_batch};
+pub use node::{
+    JOIN_PATH, JoinRequest, MessageError, RaftGroupStatus, RaftNode, RemoveError, serve_batch,
+};
 pub use placement::{DEFAULT_REPLICATION_FACTOR, MAX_REPLICATION_FACTOR, Placed, initial, plan};
 pub use segment::LogError;
 pub use start::{

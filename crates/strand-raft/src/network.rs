@@ -86,24 +86,61 @@ impl RaftNetwork<TypeConfig> for Unconnected {
 /// another through different addresses, such as a proxy; the addresses in
 /// the replicated membership are only a fallback), and the cluster token
 /// sent with every message.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct ClusterLinks {
     /// Node id → `http://host:port` this node sends that member's
-    /// messages to.
-    pub addrs: BTreeMap<NodeId, String>,
+    /// messages to: its `--peer` list, and the members it learned of
+    /// since (nodes that joined).
+    addrs: std::sync::RwLock<BTreeMap<NodeId, String>>,
     /// The shared secret every message carries in
     /// [`CLUSTER_TOKEN_HEADER`](crate::CLUSTER_TOKEN_HEADER); `None` sends none.
     pub token: Option<String>,
 }
 
 impl ClusterLinks {
+    /// Links to the members of `addrs`, with the cluster token `token`.
+    pub fn new(addrs: BTreeMap<NodeId, String>, token: Option<String>) -> Self {
+        Self {
+            addrs: std::sync::RwLock::new(addrs),
+            token,
+        }
+    }
+
+    /// Every member's address as this node knows it.
+    pub fn addrs(&self) -> BTreeMap<NodeId, String> {
+        self.addrs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Member `id`'s address, if this node knows one.
+    pub fn get(&self, id: NodeId) -> Option<String> {
+        self.addrs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&id)
+            .cloned()
+    }
+
+    /// Records member `id`'s address unless this node has one already
+    /// (its own `--peer` entry wins over what the membership recorded);
+    /// an empty address is ignored.
+    pub(crate) fn learn(&self, id: NodeId, addr: &str) {
+        if addr.is_empty() {
+            return;
+        }
+        let mut addrs = self
+            .addrs
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        addrs.entry(id).or_insert_with(|| addr.to_owned());
+    }
+
     /// The address of `target`: this node's own entry for it, else the one
     /// the membership recorded.
     pub(crate) fn addr_of(&self, target: NodeId, recorded: &str) -> String {
-        self.addrs
-            .get(&target)
-            .cloned()
-            .unwrap_or_else(|| recorded.to_owned())
+        self.get(target).unwrap_or_else(|| recorded.to_owned())
     }
 }
 
@@ -202,7 +239,7 @@ impl strand_engine::SegmentPeers for PeerSegments {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         Box::pin(async move {
             let mut errors = Vec::new();
-            for (id, addr) in links.addrs.iter().filter(|(id, _)| **id != me) {
+            for (id, addr) in links.addrs().iter().filter(|(id, _)| **id != me) {
                 match http
                     .post_limited(
                         addr,

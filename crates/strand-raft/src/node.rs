@@ -35,6 +35,66 @@ pub struct RaftNode {
     replication_factor: usize,
 }
 
+/// The path a member takes a node's request to join the cluster on
+/// (a `POST` with the cluster token; JSON [`JoinRequest`] body, JSON
+/// answer: every member's address, or why not).
+pub const JOIN_PATH: &str = "/__strand/raft/join";
+
+/// A node's request to join the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinRequest {
+    /// The joining node's id.
+    pub id: NodeId,
+    /// Its URL as the members reach it.
+    pub url: String,
+}
+
+/// Asks the member at `via` to admit this node (`id`, reached at `me`),
+/// retrying for a minute while it cannot be reached or group 0 has no
+/// leader; every member's address.
+pub(crate) async fn ask_to_join(
+    client: &PeerClient,
+    links: &ClusterLinks,
+    via: &str,
+    id: NodeId,
+    me: &str,
+) -> Result<std::collections::BTreeMap<NodeId, String>, String> {
+    let body = serde_json::to_vec(&JoinRequest {
+        id,
+        url: me.to_owned(),
+    })
+    .map_err(|e| e.to_string())?;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let answer = client
+            .http
+            .post(
+                via,
+                JOIN_PATH,
+                body.clone(),
+                links.token.as_deref(),
+                CHANGE_WAIT,
+            )
+            .await;
+        let error = match answer {
+            Ok(bytes) => match serde_json::from_slice::<Result<_, String>>(&bytes) {
+                Ok(Ok(members)) => return Ok(members),
+                Ok(Err(e)) if !e.starts_with(crate::proposer::NOT_LEADER) => return Err(e),
+                Ok(Err(e)) => e,
+                Err(e) => return Err(format!("not an answer to a join: {e}")),
+            },
+            // A refused token or a missing route is final.
+            Err(e) if e.is_refusal() => return Err(e.to_string()),
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(error);
+        }
+        tracing::info!(via, error = %error, "the cluster did not admit this node yet; asking again");
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
 /// How long a removal waits for a member to take its drain.
 const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -177,13 +237,13 @@ impl RaftNode {
         let (Some(links), Some(client)) = (&self.links, &self.peers) else {
             return Err(format!("node {id} is not a member: this node has no peers"));
         };
-        let Some(addr) = links.addrs.get(&id) else {
+        let Some(addr) = links.get(id) else {
             return Err(format!("node {id} is not a member"));
         };
         let body = serde_json::to_vec(&draining).map_err(|e| e.to_string())?;
         client
             .http
-            .post(addr, DRAIN_PATH, body, links.token.as_deref(), timeout)
+            .post(&addr, DRAIN_PATH, body, links.token.as_deref(), timeout)
             .await
             .map(|_| ())
             .map_err(|e| format!("node {id} did not take it: {e}"))
@@ -205,7 +265,7 @@ impl RaftNode {
         };
         let members = self.members();
         if !members.contains(&id) {
-            return if links.addrs.contains_key(&id) {
+            return if links.get(id).is_some() {
                 Ok(())
             } else {
                 Err(RemoveError::NotMember(id))
@@ -235,7 +295,7 @@ impl RaftNode {
             let result = match leader {
                 Some(l) if l == self.node_id => self.remove_here(id).await,
                 Some(l) => {
-                    let Some(addr) = links.addrs.get(&l) else {
+                    let Some(addr) = links.get(l) else {
                         return Err(RemoveError::Unavailable(format!(
                             "group 0's leader, node {l}, has no address here"
                         )));
@@ -244,7 +304,13 @@ impl RaftNode {
                         .map_err(|e| RemoveError::Unavailable(e.to_string()))?;
                     match client
                         .http
-                        .post(addr, REMOVE_PATH, body, links.token.as_deref(), CHANGE_WAIT)
+                        .post(
+                            &addr,
+                            REMOVE_PATH,
+                            body,
+                            links.token.as_deref(),
+                            CHANGE_WAIT,
+                        )
                         .await
                     {
                         Ok(answer) => serde_json::from_slice::<Result<(), String>>(&answer)
@@ -270,6 +336,125 @@ impl RaftNode {
         ))
     }
 
+    /// Admits node `id`, reached at `url`, into the cluster (what a member
+    /// answers under [`JOIN_PATH`]): on group 0's leader it becomes a
+    /// learner of group 0, so every group's leader makes it a learner of
+    /// its group and the placement gives it votes; elsewhere the request
+    /// goes on to group 0's leader. Admitting a member again at the same
+    /// URL changes nothing. The answer is every member's address.
+    ///
+    /// # Errors
+    /// This node takes no members (no peers, or no cluster token), the id
+    /// belongs to a member at another URL, or no leader of group 0 took
+    /// it in time.
+    pub async fn admit(
+        &self,
+        id: NodeId,
+        url: &str,
+    ) -> Result<std::collections::BTreeMap<NodeId, String>, String> {
+        let (Some(links), Some(client)) = (&self.links, &self.peers) else {
+            return Err(
+                "this node takes no members: start it with --cluster-token-file (a cluster of one) or --peer"
+                    .to_owned(),
+            );
+        };
+        if url.is_empty() {
+            return Err("a joining node must give its URL".to_owned());
+        }
+        let Some(group0) = self.groups.first() else {
+            return Err("no groups".to_owned());
+        };
+        for _ in 0..5 {
+            let m = group0.raft().metrics().borrow().clone();
+            let result = match m.current_leader {
+                Some(l) if l == self.node_id => self.admit_here(id, url).await,
+                Some(l) => match links.get(l) {
+                    Some(addr) => {
+                        let body = serde_json::to_vec(&JoinRequest {
+                            id,
+                            url: url.to_owned(),
+                        })
+                        .map_err(|e| e.to_string())?;
+                        match client
+                            .http
+                            .post(&addr, JOIN_PATH, body, links.token.as_deref(), CHANGE_WAIT)
+                            .await
+                        {
+                            Ok(answer) => serde_json::from_slice(&answer)
+                                .unwrap_or_else(|e| Err(format!("not an answer: {e}"))),
+                            Err(e) => Err(format!(
+                                "{}group 0's leader did not answer: {e}",
+                                crate::proposer::NOT_LEADER
+                            )),
+                        }
+                    }
+                    None => Err(format!("group 0's leader, node {l}, has no address here")),
+                },
+                None => Err(format!(
+                    "{}group 0 has no leader",
+                    crate::proposer::NOT_LEADER
+                )),
+            };
+            match result {
+                Err(e) if e.starts_with(crate::proposer::NOT_LEADER) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                other => return other,
+            }
+        }
+        Err("group 0's leadership kept moving".to_owned())
+    }
+
+    /// [`RaftNode::admit`] on group 0's leader.
+    async fn admit_here(
+        &self,
+        id: NodeId,
+        url: &str,
+    ) -> Result<std::collections::BTreeMap<NodeId, String>, String> {
+        let Some(group0) = self.groups.first() else {
+            return Err("no groups".to_owned());
+        };
+        let raft = group0.raft();
+        let m = raft.metrics().borrow().clone();
+        if m.state != openraft::ServerState::Leader || m.current_leader != Some(self.node_id) {
+            return Err(format!(
+                "{}node {} does not lead group 0",
+                crate::proposer::NOT_LEADER,
+                self.node_id
+            ));
+        }
+        let membership = m.membership_config.membership();
+        match membership.get_node(&id) {
+            Some(node) if node.addr == url => {}
+            Some(node) => {
+                return Err(format!(
+                    "node id {id} belongs to a member at {}: give the new node another --node-id",
+                    node.addr
+                ));
+            }
+            None => {
+                let added = tokio::time::timeout(
+                    CHANGE_WAIT,
+                    raft.add_learner(id, openraft::BasicNode::new(url), false),
+                )
+                .await
+                .map_err(|_| "adding the member took too long".to_owned())?;
+                added.map_err(|e| e.to_string())?;
+                tracing::info!(node = id, url, "admitted a member");
+            }
+        }
+        let links = self.links.as_ref();
+        let m = raft.metrics().borrow().clone();
+        Ok(m.membership_config
+            .membership()
+            .nodes()
+            .map(|(n, node)| {
+                let addr = links.map_or_else(|| node.addr.clone(), |l| l.addr_of(*n, &node.addr));
+                (*n, addr)
+            })
+            .collect())
+    }
+
     /// Takes member `id` out of group 0's membership, on group 0's leader
     /// (what [`REMOVE_PATH`] does).
     ///
@@ -293,7 +478,7 @@ impl RaftNode {
         if members.is_empty() {
             self.links
                 .as_ref()
-                .map(|l| l.addrs.keys().copied().collect())
+                .map(|l| l.addrs().keys().copied().collect())
                 .unwrap_or_else(|| [self.node_id].into())
         } else {
             members
@@ -345,20 +530,22 @@ impl RaftNode {
     ) -> ClusterStatus {
         let me = self.node_id;
         let mut views = vec![(me, Ok(self.view()))];
-        let urls =
-            match (&self.links, &self.peers) {
-                (Some(links), Some(client)) => {
-                    let asks = links.addrs.iter().filter(|(id, _)| **id != me).map(
-                        |(&id, addr)| async move {
+        let urls = match (&self.links, &self.peers) {
+            (Some(links), Some(client)) => {
+                let addrs = links.addrs();
+                let asks =
+                    addrs
+                        .iter()
+                        .filter(|(id, _)| **id != me)
+                        .map(|(&id, addr)| async move {
                             let token = links.token.as_deref();
                             (id, ask_view(&client.http, (id, addr), token, timeout).await)
-                        },
-                    );
-                    views.extend(futures_util::future::join_all(asks).await);
-                    links.addrs.clone()
-                }
-                _ => own_url.map(|url| (me, url)).into_iter().collect(),
-            };
+                        });
+                views.extend(futures_util::future::join_all(asks).await);
+                addrs
+            }
+            _ => own_url.map(|url| (me, url)).into_iter().collect(),
+        };
         ClusterStatus::assemble(me, &urls, &views)
     }
 

@@ -94,6 +94,14 @@ pub struct DurableOptions {
     /// group 0 removes it and its votes move to the others (only while
     /// at least `replication_factor` members remain); `None` never.
     pub dead_node_timeout: Option<Duration>,
+    /// A member's URL to join the cluster through, on the node's first
+    /// start (`--join`): the node asks it to be admitted, then receives
+    /// the groups as a learner. Later starts need none (the data
+    /// directory remembers, `strand-cluster.json`).
+    pub join: Option<String>,
+    /// This node's own URL as the other members reach it (recorded in
+    /// the membership when it joins or starts a cluster of one).
+    pub advertise: Option<String>,
 }
 
 impl DurableOptions {
@@ -115,6 +123,8 @@ impl DurableOptions {
             )),
             replication_factor: crate::placement::DEFAULT_REPLICATION_FACTOR,
             dead_node_timeout: Some(Duration::from_millis(DEFAULT_DEAD_NODE_TIMEOUT_MS)),
+            join: None,
+            advertise: None,
         }
     }
 }
@@ -213,18 +223,34 @@ pub async fn start_durable(
     check_dir(options, groups)?;
     let raft_config =
         Arc::new(raft_config(options).map_err(|reason| StartError::Raft { group: 0, reason })?);
-    let cluster = options.peers.len() > 1;
-    if cluster && !options.peers.contains_key(&options.node_id) {
+    // Whether this node joined (or is joining) a cluster through another
+    // member, as its data directory remembers.
+    let joined = read_join(&options.data_dir)?;
+    if options.join.is_some() && options.peers.len() > 1 {
+        return Err(StartError::Raft {
+            group: 0,
+            reason: "--join and --peer do not go together: a node joins through one member and learns the others"
+                .to_owned(),
+        });
+    }
+    let join_via = joined.clone().or_else(|| options.join.clone());
+    // A node without peers is a cluster of one others may join when it
+    // has a cluster token and an address to give them.
+    let open =
+        options.peers.len() <= 1 && options.cluster_token.is_some() && options.advertise.is_some();
+    let cluster = options.peers.len() > 1 || join_via.is_some() || open;
+    if options.peers.len() > 1 && !options.peers.contains_key(&options.node_id) {
         return Err(StartError::Raft {
             group: 0,
             reason: format!("--node-id {} is not one of the peers", options.node_id),
         });
     }
     let cluster_links = cluster.then(|| {
-        Arc::new(ClusterLinks {
-            addrs: options.peers.clone(),
-            token: options.cluster_token.clone(),
-        })
+        let mut addrs = options.peers.clone();
+        if let Some(me) = &options.advertise {
+            addrs.entry(options.node_id).or_insert_with(|| me.clone());
+        }
+        Arc::new(ClusterLinks::new(addrs, options.cluster_token.clone()))
     });
     let (engine, links) = Engine::start_replicated(config, clock);
     // One pool of peer connections for every group of the node.
@@ -314,8 +340,23 @@ pub async fn start_durable(
             placement.get(group).cloned().unwrap_or_default()
         };
         let first = voters.first().copied();
-        if !initialized && (!cluster || first == Some(options.node_id)) {
-            let members: BTreeMap<NodeId, BasicNode> = if cluster {
+        if initialized && options.join.is_some() && joined.is_none() {
+            return Err(StartError::DataDir {
+                path: options.data_dir.clone(),
+                reason: "the directory holds a node of its own cluster: --join needs an empty data directory"
+                    .to_owned(),
+            });
+        }
+        let statics = options.peers.len() > 1;
+        // A joining node initializes nothing: the members send it the
+        // groups.
+        let initializes = if statics {
+            first == Some(options.node_id)
+        } else {
+            join_via.is_none()
+        };
+        if !initialized && initializes {
+            let members: BTreeMap<NodeId, BasicNode> = if statics {
                 options
                     .peers
                     .iter()
@@ -323,9 +364,8 @@ pub async fn start_durable(
                     .map(|(id, url)| (*id, BasicNode::new(url.clone())))
                     .collect()
             } else {
-                [(options.node_id, BasicNode::default())]
-                    .into_iter()
-                    .collect()
+                let me = BasicNode::new(options.advertise.clone().unwrap_or_default());
+                [(options.node_id, me)].into_iter().collect()
             };
             raft.initialize(members).await.map_err(|e| raft_err(&e))?;
         }
@@ -342,7 +382,7 @@ pub async fn start_durable(
         groups.push(raft_group);
         rafts.push((group, raft));
     }
-    if !cluster {
+    if options.peers.len() <= 1 && join_via.is_none() {
         for (group, raft) in rafts {
             raft.wait(Some(options.leader_timeout))
                 .current_leader(options.node_id, "startup")
@@ -351,6 +391,27 @@ pub async fn start_durable(
                     group,
                     reason: format!("no leader elected: {e}"),
                 })?;
+        }
+    }
+    if let (Some(via), Some(links)) = (&join_via, &cluster_links) {
+        let Some(me) = options.advertise.clone() else {
+            return Err(StartError::Raft {
+                group: 0,
+                reason: "joining a cluster needs this node's own URL (--advertise-url)".to_owned(),
+            });
+        };
+        write_join(&options.data_dir, via)?;
+        if joined.is_none() || !initialized_somewhere(&groups).await {
+            let members = crate::node::ask_to_join(&client, links, via, options.node_id, &me)
+                .await
+                .map_err(|reason| StartError::Raft {
+                    group: 0,
+                    reason: format!("joining the cluster through {via}: {reason}"),
+                })?;
+            for (id, addr) in &members {
+                links.learn(*id, addr);
+            }
+            tracing::info!(via = %via, members = ?members.keys().collect::<Vec<_>>(), "joined the cluster");
         }
     }
     let node = RaftNode::new(
@@ -423,6 +484,66 @@ async fn snapshot_by_bytes(
         if metrics.changed().await.is_err() {
             break;
         }
+    }
+}
+
+/// The file a node that joined a cluster keeps in its data directory:
+/// the member it joined through, so later starts need no `--join`.
+const JOIN_FILE: &str = "strand-cluster.json";
+
+/// What [`JOIN_FILE`] holds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct JoinInfo {
+    format: u32,
+    join: String,
+}
+
+/// The URL this node joined its cluster through, if it did.
+fn read_join(dir: &Path) -> Result<Option<String>, StartError> {
+    let path = dir.join(JOIN_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice::<JoinInfo>(&bytes)
+            .map(|info| Some(info.join))
+            .map_err(|e| StartError::DataDir {
+                path,
+                reason: format!("unreadable: {e}"),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(LogError::io(&path, e).into()),
+    }
+}
+
+/// Records that this node joins its cluster through `via` (before it
+/// asks, so a start interrupted after the cluster admitted it still
+/// knows it is a member).
+fn write_join(dir: &Path, via: &str) -> Result<(), StartError> {
+    let path = dir.join(JOIN_FILE);
+    if read_join(dir)?.is_some() {
+        return Ok(());
+    }
+    let info = JoinInfo {
+        format: 1,
+        join: via.to_owned(),
+    };
+    let bytes = serde_json::to_vec_pretty(&info).map_err(|e| StartError::DataDir {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    let tmp = dir.join(format!("{JOIN_FILE}.tmp"));
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::File::open(&tmp).and_then(|f| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .and_then(|()| std::fs::File::open(dir).and_then(|d| d.sync_all()))
+        .map_err(|e| LogError::io(&path, e))?;
+    Ok(())
+}
+
+/// Whether group 0 holds any state on this node (the cluster sent it
+/// something since it asked to join).
+async fn initialized_somewhere(groups: &[Arc<RaftGroup>]) -> bool {
+    match groups.first() {
+        Some(g) => g.raft().is_initialized().await.unwrap_or(false),
+        None => false,
     }
 }
 

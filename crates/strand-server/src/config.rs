@@ -344,6 +344,19 @@ pub struct Config {
     #[arg(long, env = "STRAND_DEAD_NODE_TIMEOUT_MS",
           default_value_t = strand_raft::DEFAULT_DEAD_NODE_TIMEOUT_MS)]
     pub dead_node_timeout_ms: u64,
+    /// Join an existing cluster through this member's URL
+    /// (`http://host:port`), on this node's first start with an empty
+    /// `--data-dir` and its own `--node-id` (with the cluster's
+    /// `--cluster-token-file`); later starts need none. The node then
+    /// receives the groups and, as placement spreads them, votes.
+    #[arg(long, env = "STRAND_JOIN", value_parser = parse_peer_url)]
+    pub join: Option<String>,
+    /// This node's URL as the other members reach it (`http://host:port`),
+    /// recorded in the cluster's membership when it joins or starts a
+    /// cluster of one. Default: `http://` and the listening address, when
+    /// that is a specific address.
+    #[arg(long, env = "STRAND_ADVERTISE_URL", value_parser = parse_peer_url)]
+    pub advertise_url: Option<String>,
     /// Webhook targets in this CIDR are allowed even though they are not
     /// public (repeatable, or comma-separated). Without it only publicly
     /// routable addresses are.
@@ -414,6 +427,18 @@ fn parse_cidr(text: &str) -> Result<ipnet::IpNet, String> {
 }
 
 /// Parses `ID=http://HOST:PORT`.
+/// A member's URL: `http://HOST:PORT` (a trailing `/` dropped).
+fn parse_peer_url(text: &str) -> Result<String, String> {
+    let url = text.trim().trim_end_matches('/');
+    let host = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{text:?}: the address must start with http://"))?;
+    if host.is_empty() || host.contains('/') {
+        return Err(format!("{text:?}: expected http://HOST:PORT"));
+    }
+    Ok(url.to_owned())
+}
+
 fn parse_peer(text: &str) -> Result<(u64, String), String> {
     let (id, url) = text
         .split_once('=')

@@ -201,8 +201,8 @@ pub async fn start_engine_with(
 ) -> Result<Node, String> {
     let engine_config = engine_config(config);
     match &config.effective_data_dir() {
-        None if !config.peers.is_empty() => {
-            Err("--peer needs a data directory: drop --memory".to_owned())
+        None if !config.peers.is_empty() || config.join.is_some() => {
+            Err("--peer and --join need a data directory: drop --memory".to_owned())
         }
         None => Ok(Engine::start(engine_config).into()),
         Some(dir) => {
@@ -227,10 +227,12 @@ pub async fn start_engine_with(
             options.replication_factor = config.replication_factor;
             options.dead_node_timeout = (config.dead_node_timeout_ms > 0)
                 .then(|| std::time::Duration::from_millis(config.dead_node_timeout_ms));
+            options.join.clone_from(&config.join);
+            options.advertise.clone_from(&config.advertise_url);
             options.segment_replica = cold
                 .and_then(strand_cold::ColdTier::replica)
                 .map(|r| Arc::new(r.clone()) as Arc<dyn strand_engine::SegmentReplica>);
-            if options.peers.len() > 1
+            if (options.peers.len() > 1 || options.join.is_some())
                 && options.cluster_token.is_none()
                 && (config.auth_secret_file.is_some() || config.auth_jwks_file.is_some())
             {
@@ -250,6 +252,15 @@ pub async fn start_engine_with(
             .map(Node::from)
             .map_err(|e| format!("--data-dir {}: {e}", dir.display()))
         }
+    }
+}
+
+/// Sets `--advertise-url` (the address a cluster's members reach this
+/// node at) to `http://ADDR` of the client listener when it is not given
+/// and the listener has a specific address.
+pub fn advertise_by_default(config: &mut Config, addr: std::net::SocketAddr) {
+    if config.advertise_url.is_none() && !addr.ip().is_unspecified() {
+        config.advertise_url = Some(format!("http://{addr}"));
     }
 }
 
@@ -304,6 +315,11 @@ pub async fn serve(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let cold = config.cold_tier().map_err(std::io::Error::other)?;
+    let listeners = listeners.into();
+    let mut config = config;
+    if let Ok(addr) = listeners.client.local_addr() {
+        advertise_by_default(&mut config, addr);
+    }
     let node = start_engine_with(&config, cold.as_ref())
         .await
         .map_err(std::io::Error::other)?;

@@ -95,7 +95,7 @@ fn runtime(worker_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     builder.enable_all().build()
 }
 
-async fn run(config: Config) -> ExitCode {
+async fn run(mut config: Config) -> ExitCode {
     if let Err(e) = strand::validate_bucket_id(&config.default_bucket) {
         eprintln!(
             "strand-server: --default-bucket {:?}: {e}",
@@ -149,6 +149,7 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    strand_server::advertise_by_default(&mut config, addr);
     let data_dir = config.effective_data_dir();
     if config.fsync == strand_server::config::FsyncMode::Never && data_dir.is_some() {
         eprintln!(

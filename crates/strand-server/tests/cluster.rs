@@ -1124,3 +1124,99 @@ async fn a_removed_and_a_dead_member_lose_their_votes() {
         node.kill9();
     }
 }
+
+/// A cluster grows from one node: node 1 starts alone (a cluster of one,
+/// since it has a cluster token), nodes 2, 3 and 4 start with their own
+/// `--node-id`, an empty `--data-dir` and `--join` (node 3 through node
+/// 2, which passes it on to group 0's leader); each receives the groups
+/// as a learner and placement gives it votes until every group has three
+/// voters and the four nodes six votes each. A joined node's restart
+/// needs no `--join`. A producer writing through node 1 the whole time
+/// loses nothing, and every node holds every acknowledged append.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_grows_from_one_node_by_joins() {
+    const GROUPS: usize = 8;
+    let tmp = tempfile::tempdir().unwrap();
+    let token = tmp.path().join("cluster-token");
+    std::fs::write(&token, "a-cluster-token-of-enough-length").unwrap();
+    let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let args = |id: u64, join: Option<u64>| {
+        let mut args: Vec<String> = [
+            "--listen",
+            &format!("127.0.0.1:{}", ports[(id - 1) as usize]),
+            "--groups",
+            &GROUPS.to_string(),
+            "--data-dir",
+            &tmp.path().join(format!("node-{id}")).display().to_string(),
+            "--node-id",
+            &id.to_string(),
+            "--cluster-token-file",
+            &token.display().to_string(),
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--leader-balance-interval-ms",
+            "200",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        if let Some(via) = join {
+            args.push("--join".to_owned());
+            args.push(format!("http://127.0.0.1:{}", ports[(via - 1) as usize]));
+        }
+        args
+    };
+    let mut nodes = vec![Some(start_args(&args(1, None)))];
+    let first = nodes[0].as_ref().unwrap().addr;
+    all_ready(&[first], Duration::from_secs(30)).await;
+    let writers = Writers::start(&[first], 4);
+    for (id, via) in [(2, 1), (3, 2), (4, 1)] {
+        nodes.push(Some(start_args(&args(id, Some(via)))));
+    }
+    let addrs: Vec<SocketAddr> = nodes.iter().flatten().map(|n| n.addr).collect();
+    all_ready(&addrs, Duration::from_secs(90)).await;
+    let spread = |v: &serde_json::Value| {
+        let mut votes = [0usize; 4];
+        let placed = v["nodes"].as_array().unwrap().len() == 4
+            && v["groups"].as_array().unwrap().iter().all(|g| {
+                for id in g["voters"].as_array().unwrap() {
+                    votes[(id.as_u64().unwrap() - 1) as usize] += 1;
+                }
+                g["voters"].as_array().unwrap().len() == 3
+                    && g["learners"].as_array().unwrap().len() == 1
+            });
+        let (counts, all_led) = leaderships(v);
+        placed
+            && votes == [6; 4]
+            && all_led
+            && counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1
+            && (1..=4).all(|id| node_state(v, id) == "up")
+    };
+    let status = cluster_status(addrs[3], "four members, three voters per group", spread).await;
+    eprintln!(
+        "joined: leaderships {:?}, moves {}",
+        leaderships(&status).0,
+        status["moves"]
+    );
+    // A joined node restarts without --join, a member still.
+    nodes[2].take().unwrap().kill9();
+    nodes[2] = Some(start_args(&args(3, None)));
+    cluster_status(addrs[0], "node 3 back", |v| {
+        spread(v)
+            && v["groups"].as_array().unwrap().iter().all(|g| {
+                g["replicas"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|r| r["lag"].as_u64() == Some(0))
+            })
+    })
+    .await;
+    let (total, longest) = writers.stop_and_verify(&addrs).await;
+    eprintln!(
+        "joins: {total} acknowledged appends, lost 0, duplicates 0; the longest wait for one \
+         acknowledgement {longest:?}"
+    );
+    for node in nodes.into_iter().flatten() {
+        node.kill9();
+    }
+}

@@ -183,6 +183,8 @@ pub const KEYS: &[Key] = &[
         "dead_node_timeout_ms",
         Kind::Int,
     ),
+    url("cluster", "join", "join", Kind::Str),
+    url("cluster", "advertise_url", "advertise_url", Kind::Str),
     key(
         "cluster",
         "snapshot_chunk_bytes",

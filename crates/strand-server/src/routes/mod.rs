@@ -295,6 +295,7 @@ async fn route_request(
         Route::Raft(RaftRoute::View) => Ok(raft::view(&state)),
         Route::Raft(RaftRoute::Drain) => Ok(raft::drain(&state, request).await),
         Route::Raft(RaftRoute::Remove) => Ok(raft::remove(&state, request).await),
+        Route::Raft(RaftRoute::Join) => Ok(raft::join(&state, request).await),
         Route::Raft(RaftRoute::Message(rest)) => Ok(raft::message(&state, &rest, request).await),
         Route::Stream(named, layout) => {
             let (parts, body) = request.into_parts();

@@ -186,3 +186,21 @@ pub(super) async fn remove(state: &AppState, request: Request) -> Response {
         Err(_) => (StatusCode::BAD_REQUEST, "the body is not a node id\n").into_response(),
     }
 }
+
+/// `POST /__strand/raft/join`: a new node asks to join the cluster
+/// (`strand_raft::JoinRequest`, JSON); 200 with the outcome as JSON
+/// (`{"Ok": {id: url, …}}`, every member's address, or `{"Err": "why"}`),
+/// 400 for another body, 404 on a node without Raft.
+pub(super) async fn join(state: &AppState, request: Request) -> Response {
+    let Some(raft) = &state.raft else {
+        return (StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response();
+    };
+    let body = match axum::body::to_bytes(request.into_body(), 4096).await {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    };
+    match serde_json::from_slice::<strand_raft::JoinRequest>(&body) {
+        Ok(join) => crate::reply::json(StatusCode::OK, &raft.admit(join.id, &join.url).await),
+        Err(_) => (StatusCode::BAD_REQUEST, "the body is not a join request\n").into_response(),
+    }
+}

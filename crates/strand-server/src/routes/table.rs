@@ -90,6 +90,8 @@ pub(super) enum RaftRoute {
     /// `POST /__strand/raft/remove`: take a member out (on group 0's
     /// leader).
     Remove,
+    /// `POST /__strand/raft/join`: admit a new member.
+    Join,
     /// `POST /__strand/raft/{group}/{kind}`: the path after `raft/`.
     Message(String),
 }
@@ -150,6 +152,7 @@ pub(super) fn classify(
             "view" => RaftRoute::View,
             "drain" => RaftRoute::Drain,
             "remove" => RaftRoute::Remove,
+            "join" => RaftRoute::Join,
             _ => RaftRoute::Message(rest.to_owned()),
         }));
     }
