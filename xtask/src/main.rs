@@ -207,6 +207,7 @@ fn faults(root: &Path, args: &[String]) -> Result<(), String> {
             "faults::",
             "partition::",
             "cluster::a_rolling_restart_with_drains_loses_nothing",
+            "cluster::membership_changes_under_load_lose_nothing",
         ],
     );
     cmd.env("STRAND_FAULTS_ROUNDS", &rounds)
@@ -431,7 +432,16 @@ fn step_http_conformance_subscriptions(root: &Path) -> Result<(), String> {
 /// The official suite against node 2 of a three-node cluster, whose
 /// leaderships are balanced (moved) as the suite starts.
 fn step_http_conformance_cluster(root: &Path) -> Result<(), String> {
-    http_conformance::http_conformance(root, &["--cluster".into(), "--debug-build".into()])
+    // Against node 2 of five: three voters per group, two learners.
+    http_conformance::http_conformance(
+        root,
+        &[
+            "--cluster".into(),
+            "--nodes".into(),
+            "5".into(),
+            "--debug-build".into(),
+        ],
+    )
 }
 
 /// The ecosystem libraries' checks (`cargo xtask apps`) against the debug

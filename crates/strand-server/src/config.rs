@@ -349,13 +349,18 @@ pub struct Config {
     /// `--data-dir` and its own `--node-id` (with the cluster's
     /// `--cluster-token-file`); later starts need none. The node then
     /// receives the groups and, as placement spreads them, votes.
-    #[arg(long, env = "STRAND_JOIN", value_parser = parse_peer_url)]
+    #[arg(long, env = "STRAND_JOIN", hide_env_values = true, value_parser = parse_peer_url)]
     pub join: Option<String>,
     /// This node's URL as the other members reach it (`http://host:port`),
     /// recorded in the cluster's membership when it joins or starts a
     /// cluster of one. Default: `http://` and the listening address, when
     /// that is a specific address.
-    #[arg(long, env = "STRAND_ADVERTISE_URL", value_parser = parse_peer_url)]
+    #[arg(
+        long,
+        env = "STRAND_ADVERTISE_URL",
+        hide_env_values = true,
+        value_parser = parse_peer_url
+    )]
     pub advertise_url: Option<String>,
     /// Webhook targets in this CIDR are allowed even though they are not
     /// public (repeatable, or comma-separated). Without it only publicly

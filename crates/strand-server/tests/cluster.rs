@@ -635,15 +635,20 @@ type Produced = (String, Vec<(String, u64)>, Duration);
 struct Writers {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<Produced>>,
+    /// The longest wait for one acknowledgement since the last
+    /// [`Writers::take_longest`], in microseconds.
+    longest_us: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Writers {
     fn start(addrs: &[SocketAddr], streams: usize) -> Self {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let longest_us = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let tasks = (0..streams)
             .map(|s| {
                 let addrs = addrs.to_vec();
                 let stop = std::sync::Arc::clone(&stop);
+                let longest_us = std::sync::Arc::clone(&longest_us);
                 tokio::spawn(async move {
                     let stream = format!("p{s}");
                     let r = request(
@@ -668,13 +673,30 @@ impl Writers {
                         let sent = Instant::now();
                         let next = produce(via, &stream, seq, body.as_bytes()).await;
                         longest = longest.max(sent.elapsed());
+                        longest_us.fetch_max(
+                            sent.elapsed().as_micros() as u64,
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
                         acked.push((body, next));
                     }
                     (stream, acked, longest)
                 })
             })
             .collect();
-        Self { stop, tasks }
+        Self {
+            stop,
+            tasks,
+            longest_us,
+        }
+    }
+
+    /// The longest wait for one acknowledgement since the last call (how
+    /// long writes to a group were unavailable at most meanwhile).
+    fn take_longest(&self) -> Duration {
+        Duration::from_micros(
+            self.longest_us
+                .swap(0, std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// Stops the producers, then checks that every node holds every
@@ -1216,6 +1238,210 @@ async fn a_cluster_grows_from_one_node_by_joins() {
         "joins: {total} acknowledged appends, lost 0, duplicates 0; the longest wait for one \
          acknowledgement {longest:?}"
     );
+    for node in nodes.into_iter().flatten() {
+        node.kill9();
+    }
+}
+
+/// Membership changes under producer load, on five nodes of eight groups
+/// (three voters each): a sixth node joins, a node is drained and
+/// undrained, one is removed, one is killed and removed after the
+/// dead-node timeout (3 s), and the four left restart one at a time with
+/// drains (`STRAND_ROLLING_ROUNDS` passes; `cargo xtask faults` runs
+/// more). After each step every group has three voters spread evenly and
+/// a leader; every acknowledged append is then on every member once, at
+/// its offset. Prints the longest wait for one acknowledgement per step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_changes_under_load_lose_nothing() {
+    const GROUPS: usize = 8;
+    let rounds = std::env::var("STRAND_ROLLING_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1);
+    let tmp = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
+    let args = |id: u64| {
+        let mut args = if id == 6 {
+            // Not in the --peer lists: it joins through node 2.
+            [
+                "--listen",
+                &format!("127.0.0.1:{}", ports[5]),
+                "--data-dir",
+                &tmp.path().join("node-6").display().to_string(),
+                "--node-id",
+                "6",
+                "--join",
+                &format!("http://127.0.0.1:{}", ports[1]),
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--leader-balance-interval-ms",
+                "200",
+                "--groups",
+                "",
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        } else {
+            balanced_node_args(tmp.path(), id, &ports[..5])
+        };
+        let at = args.iter().position(|a| a == "--groups").unwrap();
+        args[at + 1] = GROUPS.to_string();
+        args.extend(["--dead-node-timeout-ms", "3000"].map(str::to_owned));
+        args
+    };
+    let mut nodes: Vec<Option<Server>> = (1..=5).map(|id| Some(start_args(&args(id)))).collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().flatten().map(|n| n.addr).collect();
+    all_ready(&addrs, Duration::from_secs(90)).await;
+    // Members after every step, and whether the placement settled on them.
+    let settled = |members: Vec<u64>| {
+        move |v: &serde_json::Value| {
+            let groups = v["groups"].as_array().unwrap();
+            let mut votes = std::collections::BTreeMap::new();
+            let shaped = groups.iter().all(|g| {
+                let voters = g["voters"].as_array().unwrap();
+                let learners = g["learners"].as_array().unwrap();
+                for id in voters {
+                    *votes.entry(id.as_u64().unwrap()).or_insert(0usize) += 1;
+                }
+                voters.len() == 3
+                    && voters.len() + learners.len() == members.len()
+                    && voters
+                        .iter()
+                        .chain(learners)
+                        .all(|n| members.contains(&n.as_u64().unwrap()))
+                    && voters.contains(&g["leader"])
+            });
+            let low = members
+                .iter()
+                .map(|m| votes.get(m).copied().unwrap_or(0))
+                .min();
+            let high = members
+                .iter()
+                .map(|m| votes.get(m).copied().unwrap_or(0))
+                .max();
+            shaped
+                && high.zip(low).is_some_and(|(h, l)| h - l <= 1)
+                && members.iter().all(|&m| node_state(v, m) == "up")
+        }
+    };
+    cluster_status(addrs[0], "placed on five", settled(vec![1, 2, 3, 4, 5])).await;
+    let writers = Writers::start(&[addrs[0], addrs[1], addrs[4]], 6);
+    writers.take_longest();
+    let mut report = Vec::new();
+
+    // A sixth node joins through node 2.
+    let started = Instant::now();
+    nodes.push(Some(start_args(&args(6))));
+    let sixth = nodes[5].as_ref().unwrap().addr;
+    cluster_status(
+        addrs[0],
+        "node 6 takes its share",
+        settled(vec![1, 2, 3, 4, 5, 6]),
+    )
+    .await;
+    report.push(("join node 6", started.elapsed(), writers.take_longest()));
+
+    // Node 2 is drained, then undrained.
+    let admin = process::admin_addr(addrs[0]);
+    let started = Instant::now();
+    let r = request(admin, "POST", "/__strand/cluster/drain/2", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    cluster_status(addrs[0], "node 2 drains", |v| {
+        let (counts, all_led) = leaderships(v);
+        all_led && counts[1] == 0
+    })
+    .await;
+    let r = request(admin, "POST", "/__strand/cluster/undrain/2", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    report.push(("drain node 2", started.elapsed(), writers.take_longest()));
+
+    // Node 3 is removed.
+    let started = Instant::now();
+    let r = request(admin, "POST", "/__strand/cluster/remove/3", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    cluster_status(addrs[0], "node 3 leaves", |v| {
+        settled(vec![1, 2, 4, 5, 6])(v) && node_state(v, 3) == "removed"
+    })
+    .await;
+    report.push(("remove node 3", started.elapsed(), writers.take_longest()));
+    nodes[2].take().unwrap().kill9();
+
+    // Node 4 dies and is removed after the dead-node timeout.
+    let started = Instant::now();
+    nodes[3].take().unwrap().kill9();
+    cluster_status(addrs[0], "node 4's votes move", |v| {
+        settled(vec![1, 2, 5, 6])(v) && node_state(v, 4) == "removed"
+    })
+    .await;
+    report.push((
+        "kill node 4 (3 s timeout)",
+        started.elapsed(),
+        writers.take_longest(),
+    ));
+
+    // The four left restart one at a time, each drained first.
+    let live: Vec<(u64, usize)> = vec![(1, 0), (2, 1), (5, 4), (6, 5)];
+    let live_addrs: Vec<SocketAddr> = live
+        .iter()
+        .map(|&(_, at)| nodes[at].as_ref().unwrap().addr)
+        .collect();
+    for round in 0..rounds {
+        for (k, &(id, at)) in live.iter().enumerate() {
+            let other = live_addrs[(k + 1) % live.len()];
+            let started = Instant::now();
+            let r = request(
+                process::admin_addr(other),
+                "POST",
+                &format!("/__strand/cluster/drain/{id}"),
+                &[],
+                b"",
+            )
+            .await
+            .unwrap();
+            assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+            cluster_status(other, &format!("round {round}: node {id} drains"), |v| {
+                let (counts, all_led) = leaderships(v);
+                all_led && counts[(id - 1) as usize] == 0
+            })
+            .await;
+            nodes[at].take().unwrap().kill9();
+            let mut again = args(id);
+            if id == 6 {
+                // Its restart needs no --join.
+                let at = again.iter().position(|a| a == "--join").unwrap();
+                again.drain(at..at + 2);
+            }
+            nodes[at] = Some(start_args(&again));
+            cluster_status(other, &format!("round {round}: node {id} back"), |v| {
+                settled(vec![1, 2, 5, 6])(v)
+                    && v["groups"].as_array().unwrap().iter().all(|g| {
+                        g["replicas"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .all(|r| r["lag"].as_u64() == Some(0))
+                    })
+            })
+            .await;
+            report.push((
+                "restart a node with a drain",
+                started.elapsed(),
+                writers.take_longest(),
+            ));
+        }
+    }
+    let (total, _) = writers.stop_and_verify(&live_addrs).await;
+    assert_eq!(live_addrs[3], sixth);
+    for (step, took, longest) in &report {
+        eprintln!("membership: {step}: settled in {took:?}; longest wait for an ack {longest:?}");
+    }
+    eprintln!("membership changes: {total} acknowledged appends, lost 0, duplicates 0");
     for node in nodes.into_iter().flatten() {
         node.kill9();
     }
