@@ -33,7 +33,8 @@ pub struct Placed {
 /// The voters each group should have: `factor` of `nodes` (all of them
 /// when there are fewer), keeping each group's current voters that are
 /// still members where that leaves the spread even (the voters per member
-/// differ by at most one), and a group's leader before any other voter.
+/// differ by at most one), and always a group's leader while it is a
+/// member (the spread evens out once leaderships have moved).
 /// Deterministic: the same groups, members and factor give the same plan.
 pub fn plan(groups: &[Placed], nodes: &BTreeSet<NodeId>, factor: usize) -> Vec<BTreeSet<NodeId>> {
     if nodes.is_empty() {
@@ -79,32 +80,30 @@ pub fn plan(groups: &[Placed], nodes: &BTreeSet<NodeId>, factor: usize) -> Vec<B
         }
     }
     // Even out: a vote moves from a member to one voting in at least two
-    // fewer groups (the widest such gap first, a leader's vote only when
-    // no other would do) until every two differ by at most one. Each move
-    // lowers the spread's sum of squares, so this ends; the bound is a
-    // guard.
+    // fewer groups (the widest such gap first) until every two differ by
+    // at most one. A leader's vote never moves: leadership balancing
+    // moves the leadership first, and the plan then moves the vote. Each
+    // move lowers the spread's sum of squares, so this ends; the bound is
+    // a guard.
     for _ in 0..out.len().saturating_mul(want).saturating_add(1) {
-        let mut best: Option<(bool, Reverse<usize>, usize, NodeId, NodeId)> = None;
+        let mut best: Option<(Reverse<usize>, usize, NodeId, NodeId)> = None;
         for (at, voters) in out.iter().enumerate() {
             for &from in voters {
+                if groups[at].leader == Some(from) {
+                    continue;
+                }
                 for &to in nodes {
                     if voters.contains(&to) || load[&from] < load[&to] + 2 {
                         continue;
                     }
-                    let key = (
-                        groups[at].leader == Some(from),
-                        Reverse(load[&from] - load[&to]),
-                        at,
-                        from,
-                        to,
-                    );
+                    let key = (Reverse(load[&from] - load[&to]), at, from, to);
                     if best.as_ref().is_none_or(|b| key < *b) {
                         best = Some(key);
                     }
                 }
             }
         }
-        let Some((_, _, at, from, to)) = best else {
+        let Some((_, at, from, to)) = best else {
             break;
         };
         out[at].remove(&from);
@@ -248,5 +247,34 @@ mod tests {
         let groups = placed(&initial(3, &ids(1..=3), 3));
         let same: Vec<_> = groups.iter().map(|g| g.voters.clone()).collect();
         assert_eq!(plan(&groups, &BTreeSet::new(), 3), same);
+    }
+
+    #[test]
+    fn a_leader_keeps_its_vote_until_its_leadership_moves() {
+        // A cluster grown from node 1: it leads every group, alone.
+        let alone: Vec<Placed> = (0..4)
+            .map(|_| Placed {
+                voters: [1].into(),
+                leader: Some(1),
+            })
+            .collect();
+        let five = ids(1..=5);
+        let p = plan(&alone, &five, 3);
+        assert!(p.iter().all(|v| v.len() == 3 && v.contains(&1)), "{p:?}");
+        // Once two leaderships moved, the plan evens the votes out.
+        let moved: Vec<Placed> = p
+            .iter()
+            .enumerate()
+            .map(|(g, v)| Placed {
+                voters: v.clone(),
+                leader: if g < 2 {
+                    v.iter().nth(1).copied()
+                } else {
+                    Some(1)
+                },
+            })
+            .collect();
+        let q = plan(&moved, &five, 3);
+        assert!(spread(&q, &five) <= 1, "{q:?}");
     }
 }
