@@ -338,6 +338,39 @@ impl Balancer {
         plan: Option<&[BTreeSet<NodeId>]>,
     ) -> bool {
         let me = self.me;
+        // A change left half done (its leader lost the group between the
+        // joint configuration and the new one) is finished first: the
+        // joint configuration's last half becomes the configuration.
+        for g in (0..metrics.len()).filter(|&g| leads(&metrics[g], me) && changing(&metrics[g])) {
+            let membership = metrics[g].membership_config.membership();
+            let Some(target) = membership.get_joint_config().last().cloned() else {
+                continue;
+            };
+            self.moving(Some(MoveStatus {
+                group: g,
+                kind: "voter".to_owned(),
+                from: None,
+                to: None,
+            }));
+            let finished = tokio::time::timeout(
+                CHANGE_TIMEOUT,
+                groups[g].raft().change_membership(target.clone(), true),
+            )
+            .await;
+            self.moving(None);
+            match finished {
+                Ok(Ok(_)) => {
+                    tracing::info!(group = g, voters = ?target, "finished a change of voters")
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(group = g, voters = ?target, error = %e, "finishing a change of voters failed");
+                }
+                Err(_) => {
+                    tracing::warn!(group = g, voters = ?target, "finishing a change of voters timed out")
+                }
+            }
+            return true;
+        }
         let led: Vec<usize> = (0..metrics.len())
             .filter(|&g| leads(&metrics[g], me) && !changing(&metrics[g]))
             .collect();

@@ -31,7 +31,7 @@ fn node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
 
 /// `GET /__strand/cluster` on the node at `addr` (its admin listener),
 /// once `ready` accepts it; `what` names the wait.
-async fn cluster_status(
+pub(crate) async fn cluster_status(
     addr: SocketAddr,
     what: &str,
     ready: impl Fn(&serde_json::Value) -> bool,
@@ -49,7 +49,7 @@ async fn cluster_status(
 }
 
 /// The `state` of node `id` in a cluster status.
-fn node_state(status: &serde_json::Value, id: u64) -> &str {
+pub(crate) fn node_state(status: &serde_json::Value, id: u64) -> &str {
     status["nodes"]
         .as_array()
         .unwrap()
@@ -305,7 +305,7 @@ fn grouped_node_args(dir: &Path, id: u64, ports: &[u16], groups: usize) -> Vec<S
 }
 
 /// Waits until every node of `addrs` reports a leader for each group.
-async fn all_ready(addrs: &[SocketAddr], deadline: Duration) {
+pub(crate) async fn all_ready(addrs: &[SocketAddr], deadline: Duration) {
     eventually("every group elects a leader", deadline, || async {
         let mut ready = 0;
         for addr in addrs {
@@ -553,7 +553,7 @@ async fn a_single_durable_node_is_a_cluster_of_one() {
 /// Leaderships per node in a cluster status (`GET /__strand/cluster`):
 /// how many groups each node (1, 2, …, in order) leads, and whether
 /// every group has a leader.
-fn leaderships(status: &serde_json::Value) -> (Vec<usize>, bool) {
+pub(crate) fn leaderships(status: &serde_json::Value) -> (Vec<usize>, bool) {
     let nodes = status["nodes"].as_array().map_or(0, Vec::len);
     let mut counts = vec![0; nodes];
     let mut all_led = true;
@@ -632,7 +632,7 @@ type Produced = (String, Vec<(String, u64)>, Duration);
 
 /// A producer per stream (`p0`, `p1`, …), each appending through every
 /// node in turn until stopped, retrying while a group has no leader.
-struct Writers {
+pub(crate) struct Writers {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<Produced>>,
     /// The longest wait for one acknowledgement since the last
@@ -641,7 +641,7 @@ struct Writers {
 }
 
 impl Writers {
-    fn start(addrs: &[SocketAddr], streams: usize) -> Self {
+    pub(crate) fn start(addrs: &[SocketAddr], streams: usize) -> Self {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let longest_us = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let tasks = (0..streams)
@@ -692,7 +692,7 @@ impl Writers {
 
     /// The longest wait for one acknowledgement since the last call (how
     /// long writes to a group were unavailable at most meanwhile).
-    fn take_longest(&self) -> Duration {
+    pub(crate) fn take_longest(&self) -> Duration {
         Duration::from_micros(
             self.longest_us
                 .swap(0, std::sync::atomic::Ordering::Relaxed),
@@ -702,7 +702,7 @@ impl Writers {
     /// Stops the producers, then checks that every node holds every
     /// acknowledged append once, at its acknowledged offset; the number
     /// of appends and the longest wait for one.
-    async fn stop_and_verify(self, addrs: &[SocketAddr]) -> (usize, Duration) {
+    pub(crate) async fn stop_and_verify(self, addrs: &[SocketAddr]) -> (usize, Duration) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let mut total = 0;
         let mut longest = Duration::ZERO;

@@ -612,3 +612,206 @@ async fn a_minority_never_acknowledges_and_catches_up_after_the_partition() {
     );
     drop(nodes);
 }
+
+/// A partition during a membership change: five nodes of four groups
+/// (three voters each), every pair through a proxy, a cluster token,
+/// producers writing through nodes that stay connected. Each round
+/// drains a member, asks group 0's leader itself to remove it, and cuts
+/// that leader off from everyone a few milliseconds later — before, while
+/// or after it changes group 0's membership (0 ms, then 20 ms). The
+/// others elect a new leader of group 0; whatever the cut leader had
+/// begun either completes there (a new leader finishes a joint
+/// configuration) or never happened, and after the heal the removal,
+/// asked again, completes: every group has three voters spread over the
+/// members left and one leader. Every acknowledged append is then on
+/// every member once, at its offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_during_a_membership_change() {
+    use crate::cluster::{Writers, all_ready, cluster_status, leaderships, node_state};
+    const NODES: u64 = 5;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("cluster-token"), CLUSTER_TOKEN).unwrap();
+    let ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    let mut links = BTreeMap::new();
+    for a in 1..=NODES {
+        for b in 1..=NODES {
+            if a != b {
+                links.insert((a, b), Link::start(ports[(b - 1) as usize]).await);
+            }
+        }
+    }
+    let net = Net { links };
+    let args = |id: u64| {
+        let mut args: Vec<String> = [
+            "--listen",
+            &format!("127.0.0.1:{}", ports[(id - 1) as usize]),
+            "--groups",
+            "4",
+            "--data-dir",
+            &tmp.path().join(format!("node-{id}")).display().to_string(),
+            "--node-id",
+            &id.to_string(),
+            "--cluster-token-file",
+            &tmp.path().join("cluster-token").display().to_string(),
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--leader-balance-interval-ms",
+            "200",
+            "--dead-node-timeout-ms",
+            "0",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        for peer in 1..=NODES {
+            let port = if peer == id {
+                ports[(id - 1) as usize]
+            } else {
+                net.links[&(id, peer)].port
+            };
+            args.push("--peer".to_owned());
+            args.push(format!("{peer}=http://127.0.0.1:{port}"));
+        }
+        args
+    };
+    let mut nodes: Vec<Option<Server>> =
+        (1..=NODES).map(|id| Some(start_args(&args(id)))).collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().flatten().map(|n| n.addr).collect();
+    all_ready(&addrs, Duration::from_secs(90)).await;
+    let settled = |members: Vec<u64>| {
+        move |v: &serde_json::Value| {
+            let mut votes = BTreeMap::new();
+            let shaped = v["groups"].as_array().unwrap().iter().all(|g| {
+                let voters = g["voters"].as_array().unwrap();
+                let learners = g["learners"].as_array().unwrap();
+                for id in voters {
+                    *votes.entry(id.as_u64().unwrap()).or_insert(0usize) += 1;
+                }
+                voters.len() == 3
+                    && voters.len() + learners.len() == members.len()
+                    && voters.contains(&g["leader"])
+            });
+            let counts: Vec<usize> = members
+                .iter()
+                .map(|m| votes.get(m).copied().unwrap_or(0))
+                .collect();
+            shaped
+                && counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1
+                && members.iter().all(|&m| node_state(v, m) == "up")
+        }
+    };
+    let mut members: Vec<u64> = (1..=NODES).collect();
+    cluster_status(addrs[0], "placed", settled(members.clone())).await;
+    // Producers write through nodes 1 and 2, which stay members and are
+    // never cut off (each round cuts a leader among nodes 3 to 5, below).
+    let writers = Writers::start(&addrs[..2], 4);
+    for (round, delay_ms) in [0u64, 20].into_iter().enumerate() {
+        // Group 0's leadership goes to one of nodes 3 to 5 (the one cut
+        // off), the member to remove is another of them.
+        let status = cluster_status(addrs[0], "group 0 led", |v| {
+            v["groups"][0]["leader"].as_u64().is_some()
+        })
+        .await;
+        let leader = status["groups"][0]["leader"].as_u64().unwrap();
+        let cut = if leader >= 3 && members.contains(&leader) {
+            leader
+        } else {
+            // Drain nodes 1 and 2 until group 0's leadership is elsewhere.
+            for id in [1, 2] {
+                let r = request(
+                    process::admin_addr(addrs[0]),
+                    "POST",
+                    &format!("/__strand/cluster/drain/{id}"),
+                    &[],
+                    b"",
+                )
+                .await
+                .unwrap();
+                assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+            }
+            let status = cluster_status(addrs[0], "group 0 led by node 3 to 5", |v| {
+                let (counts, all_led) = leaderships(v);
+                all_led && counts[0] == 0 && counts[1] == 0
+            })
+            .await;
+            for id in [1, 2] {
+                let r = request(
+                    process::admin_addr(addrs[0]),
+                    "POST",
+                    &format!("/__strand/cluster/undrain/{id}"),
+                    &[],
+                    b"",
+                )
+                .await
+                .unwrap();
+                assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+            }
+            status["groups"][0]["leader"].as_u64().unwrap()
+        };
+        let gone = *members
+            .iter()
+            .find(|&&m| m >= 3 && m != cut)
+            .expect("another member among nodes 3 to 5");
+        // It leads nothing, so the removal goes straight to group 0.
+        let admin_of = |id: u64| process::admin_addr(addrs[(id - 1) as usize]);
+        let r = request(
+            admin_of(1),
+            "POST",
+            &format!("/__strand/cluster/drain/{gone}"),
+            &[],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+        cluster_status(addrs[0], "the member to remove leads nothing", |v| {
+            let (counts, all_led) = leaderships(v);
+            all_led && counts[(gone - 1) as usize] == 0
+        })
+        .await;
+        writers.take_longest();
+        let started = Instant::now();
+        let path = format!("/__strand/cluster/remove/{gone}");
+        let to = admin_of(cut);
+        let asked = tokio::spawn(async move { request(to, "POST", &path, &[], b"").await });
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        net.isolate(cut);
+        // The others go on: group 0 gets a leader among them.
+        cluster_status(addrs[0], "a new leader of group 0", |v| {
+            v["groups"][0]["leader"].as_u64().is_some_and(|l| l != cut)
+        })
+        .await;
+        let during = writers.take_longest();
+        net.heal();
+        let first = asked.await.unwrap().map(|r| r.status);
+        // Asked again after the heal (or for the first time), it completes.
+        let r = request(
+            admin_of(1),
+            "POST",
+            &format!("/__strand/cluster/remove/{gone}"),
+            &[],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+        members.retain(|&m| m != gone);
+        let status = cluster_status(addrs[0], "the removal completes", |v| {
+            settled(members.clone())(v) && node_state(v, gone) == "removed"
+        })
+        .await;
+        nodes[(gone - 1) as usize].take().unwrap().kill9();
+        eprintln!(
+            "round {round}: node {cut} (group 0's leader) cut off {delay_ms} ms after it was asked \
+             to remove node {gone}: its answer {first:?}; settled after {:?}; longest wait for an \
+             ack while cut off {during:?}; group 0 now led by {}",
+            started.elapsed(),
+            status["groups"][0]["leader"]
+        );
+    }
+    let live: Vec<SocketAddr> = members.iter().map(|&m| addrs[(m - 1) as usize]).collect();
+    let (total, _) = writers.stop_and_verify(&live).await;
+    eprintln!("membership partition: {total} acknowledged appends, lost 0, duplicates 0");
+    for node in nodes.into_iter().flatten() {
+        node.kill9();
+    }
+}
