@@ -505,20 +505,23 @@ impl Balancer {
         (!addr.is_empty()).then_some(addr)
     }
 
-    /// Marks this node removed when the members that answered know a
-    /// leader of group 0 whose membership, the latest among them, no
-    /// longer holds it.
+    /// Marks this node removed when the freshest view of group 0 among
+    /// the members that answered (the latest term with a leader, then
+    /// the longest log) no longer holds it, and no longer removed when it
+    /// does again (a removal is never undone, but a view that lags behind
+    /// an admission must not stick).
     fn notice_removal(&self, views: &[(NodeId, Option<NodeView>)]) {
         let latest = views
             .iter()
             .filter_map(|(_, v)| v.as_ref()?.groups.first())
             .filter(|g| g.leader.is_some() && !g.voters.is_empty())
-            .max_by_key(|g| g.term);
+            .max_by_key(|g| (g.term, g.last_log_index));
         let Some(group0) = latest else {
             return;
         };
         let member = group0.voters.contains(&self.me) || group0.learners.contains(&self.me);
-        if !member && !self.balance.removed.swap(true, Ordering::Relaxed) {
+        let was = self.balance.removed.swap(!member, Ordering::Relaxed);
+        if !member && !was {
             tracing::error!(
                 node = self.me,
                 "this node was removed from the cluster: it serves no requests; to add it \
