@@ -304,6 +304,35 @@ impl Balancer {
         }
     }
 
+    /// Makes a membership change (at most [`CHANGE_TIMEOUT`]; the change
+    /// goes on in the group after that), shown as the move under way
+    /// meanwhile and logged as `what`; whether it was made.
+    async fn change<T, E: std::fmt::Display>(
+        &self,
+        status: MoveStatus,
+        what: &str,
+        change: impl std::future::Future<Output = Result<T, E>>,
+    ) -> bool {
+        let group = status.group;
+        self.moving(Some(status));
+        let result = tokio::time::timeout(CHANGE_TIMEOUT, change).await;
+        self.moving(None);
+        match result {
+            Ok(Ok(_)) => {
+                tracing::info!(group, what, "changed the group's membership");
+                true
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(group, what, error = %e, "a membership change failed");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(group, what, "a membership change took too long");
+                false
+            }
+        }
+    }
+
     /// Records the move under way (`None`: none).
     fn moving(&self, status: Option<MoveStatus>) {
         *crate::sync::lock(&self.balance.moving) = status;
@@ -346,29 +375,9 @@ impl Balancer {
             let Some(target) = membership.get_joint_config().last().cloned() else {
                 continue;
             };
-            self.moving(Some(MoveStatus {
-                group: g,
-                kind: "voter".to_owned(),
-                from: None,
-                to: None,
-            }));
-            let finished = tokio::time::timeout(
-                CHANGE_TIMEOUT,
-                groups[g].raft().change_membership(target.clone(), true),
-            )
-            .await;
-            self.moving(None);
-            match finished {
-                Ok(Ok(_)) => {
-                    tracing::info!(group = g, voters = ?target, "finished a change of voters")
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(group = g, voters = ?target, error = %e, "finishing a change of voters failed");
-                }
-                Err(_) => {
-                    tracing::warn!(group = g, voters = ?target, "finishing a change of voters timed out")
-                }
-            }
+            let what = format!("finish the change of voters to {target:?}");
+            let change = groups[g].raft().change_membership(target, true);
+            self.change(mv(g, "voter", None, None), &what, change).await;
             return true;
         }
         let led: Vec<usize> = (0..metrics.len())
@@ -383,58 +392,23 @@ impl Balancer {
                 .find(|id| membership.get_node(id).is_none())
                 .and_then(|&id| Some((id, self.addr_of(&metrics[0], id)?)));
             if let Some((id, addr)) = joining {
-                self.moving(Some(MoveStatus {
-                    group: g,
-                    kind: "learner".to_owned(),
-                    from: None,
-                    to: Some(id),
-                }));
-                let node = openraft::BasicNode::new(addr);
-                let added = tokio::time::timeout(
-                    CHANGE_TIMEOUT,
-                    groups[g].raft().add_learner(id, node, false),
-                )
-                .await;
-                self.moving(None);
-                match added {
-                    Ok(Ok(_)) => tracing::info!(group = g, node = id, "added a learner"),
-                    Ok(Err(e)) => {
-                        tracing::warn!(group = g, node = id, error = %e, "adding a learner failed");
-                    }
-                    Err(_) => tracing::warn!(group = g, node = id, "adding a learner timed out"),
-                }
+                let change =
+                    groups[g]
+                        .raft()
+                        .add_learner(id, openraft::BasicNode::new(addr), false);
+                let what = format!("add node {id} as a learner");
+                self.change(mv(g, "learner", None, Some(id)), &what, change)
+                    .await;
                 return true;
             }
             // A learner the cluster removed (its vote went first).
-            if let Some(&gone) = membership
-                .learner_ids()
-                .collect::<Vec<_>>()
-                .iter()
-                .find(|id| !members.contains(id))
-            {
-                self.moving(Some(MoveStatus {
-                    group: g,
-                    kind: "learner".to_owned(),
-                    from: Some(gone),
-                    to: None,
-                }));
-                let removed = tokio::time::timeout(
-                    CHANGE_TIMEOUT,
-                    groups[g]
-                        .raft()
-                        .change_membership(ChangeMembers::RemoveNodes([gone].into()), false),
-                )
-                .await;
-                self.moving(None);
-                match removed {
-                    Ok(Ok(_)) => tracing::info!(group = g, node = gone, "removed a learner"),
-                    Ok(Err(e)) => {
-                        tracing::warn!(group = g, node = gone, error = %e, "removing a learner failed");
-                    }
-                    Err(_) => {
-                        tracing::warn!(group = g, node = gone, "removing a learner timed out")
-                    }
-                }
+            if let Some(gone) = membership.learner_ids().find(|id| !members.contains(id)) {
+                let change = groups[g]
+                    .raft()
+                    .change_membership(ChangeMembers::RemoveNodes([gone].into()), false);
+                let what = format!("drop learner {gone}");
+                self.change(mv(g, "learner", Some(gone), None), &what, change)
+                    .await;
                 return true;
             }
         }
@@ -463,29 +437,10 @@ impl Balancer {
             }
             let from = now.difference(want).next().copied();
             let to = want.difference(&now).next().copied();
-            self.moving(Some(MoveStatus {
-                group: g,
-                kind: "voter".to_owned(),
-                from,
-                to,
-            }));
-            let changed = tokio::time::timeout(
-                CHANGE_TIMEOUT,
-                groups[g].raft().change_membership(want.clone(), true),
-            )
-            .await;
-            self.moving(None);
-            match changed {
-                Ok(Ok(_)) => {
-                    self.balance.voters_moved.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(group = g, ?from, ?to, voters = ?want, "changed the voters");
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(group = g, voters = ?want, error = %e, "changing the voters failed");
-                }
-                Err(_) => {
-                    tracing::warn!(group = g, voters = ?want, "changing the voters timed out")
-                }
+            let what = format!("change the voters to {want:?}");
+            let change = groups[g].raft().change_membership(want.clone(), true);
+            if self.change(mv(g, "voter", from, to), &what, change).await {
+                self.balance.voters_moved.fetch_add(1, Ordering::Relaxed);
             }
             return true;
         }
@@ -675,6 +630,16 @@ pub(crate) async fn remove_member(
     change(ChangeMembers::RemoveNodes([id].into()), false).await?;
     tracing::info!(node = id, "removed a member from the cluster");
     Ok(())
+}
+
+/// A move of `kind` in `group`, from and to the nodes given.
+fn mv(group: usize, kind: &str, from: Option<NodeId>, to: Option<NodeId>) -> MoveStatus {
+    MoveStatus {
+        group,
+        kind: kind.to_owned(),
+        from,
+        to,
+    }
 }
 
 /// Whether `me` leads the group.

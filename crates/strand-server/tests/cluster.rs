@@ -48,6 +48,17 @@ pub(crate) async fn cluster_status(
     .await
 }
 
+/// `POST path` on `admin` (an operator route), which must answer 204.
+pub(crate) async fn operate(admin: SocketAddr, path: &str) {
+    let r = request(admin, "POST", path, &[], b"").await.unwrap();
+    assert_eq!(
+        r.status,
+        204,
+        "{path}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+}
+
 /// The `state` of node `id` in a cluster status.
 pub(crate) fn node_state(status: &serde_json::Value, id: u64) -> &str {
     status["nodes"]
@@ -764,10 +775,7 @@ async fn leaderships_spread_and_a_drained_node_hands_them_off() {
 
     // Drain node 1: it hands off every leadership and is reported draining.
     let admin = process::admin_addr(addrs[2]);
-    let r = request(admin, "POST", "/__strand/cluster/drain/1", &[], b"")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    operate(admin, "/__strand/cluster/drain/1").await;
     let status = cluster_status(addrs[0], "node 1 drains", |v| {
         let (counts, all_led) = leaderships(v);
         all_led && counts[0] == 0 && node_state(v, 1) == "draining"
@@ -783,10 +791,7 @@ async fn leaderships_spread_and_a_drained_node_hands_them_off() {
     assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
 
     // Undrained, it gets its share back.
-    let r = request(admin, "POST", "/__strand/cluster/undrain/1", &[], b"")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    operate(admin, "/__strand/cluster/undrain/1").await;
     cluster_status(addrs[0], "node 1 leads again", |v| {
         balanced(v) && node_state(v, 1) == "up" && leaderships(v).0[0] >= 1
     })
@@ -843,16 +848,11 @@ async fn a_rolling_restart_with_drains_loses_nothing() {
         for id in 1..=3u64 {
             let at = (id - 1) as usize;
             let other = addrs[(at + 1) % 3];
-            let r = request(
+            operate(
                 process::admin_addr(other),
-                "POST",
                 &format!("/__strand/cluster/drain/{id}"),
-                &[],
-                b"",
             )
-            .await
-            .unwrap();
-            assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+            .await;
             let drained = Instant::now();
             cluster_status(other, &format!("round {round}: node {id} drains"), |v| {
                 let (counts, all_led) = leaderships(v);
@@ -1061,10 +1061,7 @@ async fn a_removed_and_a_dead_member_lose_their_votes() {
     // Removed: drained, then out of every group.
     let admin = process::admin_addr(addrs[0]);
     let started = Instant::now();
-    let r = request(admin, "POST", "/__strand/cluster/remove/5", &[], b"")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    operate(admin, "/__strand/cluster/remove/5").await;
     let status = cluster_status(addrs[1], "node 5 leaves every group", |v| {
         node_state(v, 5) == "removed"
             && v["groups"].as_array().unwrap().iter().all(|g| {
@@ -1092,10 +1089,7 @@ async fn a_removed_and_a_dead_member_lose_their_votes() {
     assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
     assert!(String::from_utf8_lossy(&r.body).contains("removed"));
     // Removing it again changes nothing; a stranger is no member.
-    let r = request(admin, "POST", "/__strand/cluster/remove/5", &[], b"")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    operate(admin, "/__strand/cluster/remove/5").await;
     let r = request(admin, "POST", "/__strand/cluster/remove/9", &[], b"")
         .await
         .unwrap();
@@ -1345,27 +1339,18 @@ async fn membership_changes_under_load_lose_nothing() {
     // Node 2 is drained, then undrained.
     let admin = process::admin_addr(addrs[0]);
     let started = Instant::now();
-    let r = request(admin, "POST", "/__strand/cluster/drain/2", &[], b"")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    operate(admin, "/__strand/cluster/drain/2").await;
     cluster_status(addrs[0], "node 2 drains", |v| {
         let (counts, all_led) = leaderships(v);
         all_led && counts[1] == 0
     })
     .await;
-    let r = request(admin, "POST", "/__strand/cluster/undrain/2", &[], b"")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    operate(admin, "/__strand/cluster/undrain/2").await;
     report.push(("drain node 2", started.elapsed(), writers.take_longest()));
 
     // Node 3 is removed.
     let started = Instant::now();
-    let r = request(admin, "POST", "/__strand/cluster/remove/3", &[], b"")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    operate(admin, "/__strand/cluster/remove/3").await;
     cluster_status(addrs[0], "node 3 leaves", |v| {
         settled(vec![1, 2, 4, 5, 6])(v) && node_state(v, 3) == "removed"
     })
@@ -1396,16 +1381,11 @@ async fn membership_changes_under_load_lose_nothing() {
         for (k, &(id, at)) in live.iter().enumerate() {
             let other = live_addrs[(k + 1) % live.len()];
             let started = Instant::now();
-            let r = request(
+            operate(
                 process::admin_addr(other),
-                "POST",
                 &format!("/__strand/cluster/drain/{id}"),
-                &[],
-                b"",
             )
-            .await
-            .unwrap();
-            assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+            .await;
             cluster_status(other, &format!("round {round}: node {id} drains"), |v| {
                 let (counts, all_led) = leaderships(v);
                 all_led && counts[(id - 1) as usize] == 0

@@ -627,7 +627,7 @@ async fn a_minority_never_acknowledges_and_catches_up_after_the_partition() {
 /// every member once, at its offset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_during_a_membership_change() {
-    use crate::cluster::{Writers, all_ready, cluster_status, leaderships, node_state};
+    use crate::cluster::{Writers, all_ready, cluster_status, leaderships, node_state, operate};
     const NODES: u64 = 5;
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("cluster-token"), CLUSTER_TOKEN).unwrap();
@@ -717,16 +717,11 @@ async fn a_leader_cut_off_during_a_membership_change() {
         } else {
             // Drain nodes 1 and 2 until group 0's leadership is elsewhere.
             for id in [1, 2] {
-                let r = request(
+                operate(
                     process::admin_addr(addrs[0]),
-                    "POST",
                     &format!("/__strand/cluster/drain/{id}"),
-                    &[],
-                    b"",
                 )
-                .await
-                .unwrap();
-                assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+                .await;
             }
             let status = cluster_status(addrs[0], "group 0 led by node 3 to 5", |v| {
                 let (counts, all_led) = leaderships(v);
@@ -734,16 +729,11 @@ async fn a_leader_cut_off_during_a_membership_change() {
             })
             .await;
             for id in [1, 2] {
-                let r = request(
+                operate(
                     process::admin_addr(addrs[0]),
-                    "POST",
                     &format!("/__strand/cluster/undrain/{id}"),
-                    &[],
-                    b"",
                 )
-                .await
-                .unwrap();
-                assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+                .await;
             }
             status["groups"][0]["leader"].as_u64().unwrap()
         };
@@ -753,16 +743,7 @@ async fn a_leader_cut_off_during_a_membership_change() {
             .expect("another member among nodes 3 to 5");
         // It leads nothing, so the removal goes straight to group 0.
         let admin_of = |id: u64| process::admin_addr(addrs[(id - 1) as usize]);
-        let r = request(
-            admin_of(1),
-            "POST",
-            &format!("/__strand/cluster/drain/{gone}"),
-            &[],
-            b"",
-        )
-        .await
-        .unwrap();
-        assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+        operate(admin_of(1), &format!("/__strand/cluster/drain/{gone}")).await;
         cluster_status(addrs[0], "the member to remove leads nothing", |v| {
             let (counts, all_led) = leaderships(v);
             all_led && counts[(gone - 1) as usize] == 0
@@ -784,16 +765,7 @@ async fn a_leader_cut_off_during_a_membership_change() {
         net.heal();
         let first = asked.await.unwrap().map(|r| r.status);
         // Asked again after the heal (or for the first time), it completes.
-        let r = request(
-            admin_of(1),
-            "POST",
-            &format!("/__strand/cluster/remove/{gone}"),
-            &[],
-            b"",
-        )
-        .await
-        .unwrap();
-        assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+        operate(admin_of(1), &format!("/__strand/cluster/remove/{gone}")).await;
         members.retain(|&m| m != gone);
         let status = cluster_status(addrs[0], "the removal completes", |v| {
             settled(members.clone())(v) && node_state(v, gone) == "removed"

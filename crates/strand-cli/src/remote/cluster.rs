@@ -92,10 +92,39 @@ pub(crate) fn run_drain(
         writeln!(out, "node {} draining", args.node)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let started = Instant::now();
+    let left = wait_until_none(&server, args.wait_seconds, |status| {
+        led_by(status, args.node)
+    })?;
+    if left.is_empty() {
+        writeln!(
+            out,
+            "node {} drained: it leads no group ({:.1} s)",
+            args.node,
+            started.elapsed().as_secs_f64()
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "node {} still leads group(s) {} after {} s; the drain goes on",
+        args.node,
+        left.join(","),
+        args.wait_seconds
+    )?;
+    Ok(ExitCode::FAILURE)
+}
+
+/// Reads the cluster's status every 250 ms until `pending` finds nothing
+/// in it, for at most `wait_seconds`; what it found last (empty: done).
+fn wait_until_none(
+    server: &Server,
+    wait_seconds: u64,
+    pending: impl Fn(&Value) -> Vec<String>,
+) -> anyhow::Result<Vec<String>> {
     let url = server.url("/__strand/cluster");
     let what = describe(&Method::GET, &url);
-    let deadline = Instant::now() + Duration::from_secs(args.wait_seconds);
-    let started = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(wait_seconds);
     loop {
         let response = server.send_ok(server.request(Method::GET, &url), &what)?;
         let text = response
@@ -103,25 +132,9 @@ pub(crate) fn run_drain(
             .with_context(|| format!("{what}: reading the answer"))?;
         let status: Value = serde_json::from_str(&text)
             .with_context(|| format!("{what}: the answer is not JSON"))?;
-        let led = led_by(&status, args.node);
-        if led.is_empty() {
-            writeln!(
-                out,
-                "node {} drained: it leads no group ({:.1} s)",
-                args.node,
-                started.elapsed().as_secs_f64()
-            )?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        if Instant::now() >= deadline {
-            writeln!(
-                out,
-                "node {} still leads group(s) {} after {} s; the drain goes on",
-                args.node,
-                led.join(","),
-                args.wait_seconds
-            )?;
-            return Ok(ExitCode::FAILURE);
+        let left = pending(&status);
+        if left.is_empty() || Instant::now() >= deadline {
+            return Ok(left);
         }
         std::thread::sleep(Duration::from_millis(250));
     }
@@ -153,38 +166,26 @@ pub(crate) fn run_remove(args: &RemoveArgs, out: &mut dyn Write) -> anyhow::Resu
         writeln!(out, "node {} removed from the cluster", args.node)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let url = server.url("/__strand/cluster");
-    let what = describe(&Method::GET, &url);
-    let deadline = Instant::now() + Duration::from_secs(args.wait_seconds);
-    loop {
-        let response = server.send_ok(server.request(Method::GET, &url), &what)?;
-        let text = response
-            .text()
-            .with_context(|| format!("{what}: reading the answer"))?;
-        let status: Value = serde_json::from_str(&text)
-            .with_context(|| format!("{what}: the answer is not JSON"))?;
-        let held = held_by(&status, args.node);
-        if held.is_empty() {
-            writeln!(
-                out,
-                "node {} removed: no group holds it ({:.1} s)",
-                args.node,
-                started.elapsed().as_secs_f64()
-            )?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        if Instant::now() >= deadline {
-            writeln!(
-                out,
-                "node {} is out of the cluster, but group(s) {} still hold it after {} s",
-                args.node,
-                held.join(","),
-                args.wait_seconds
-            )?;
-            return Ok(ExitCode::FAILURE);
-        }
-        std::thread::sleep(Duration::from_millis(250));
+    let left = wait_until_none(&server, args.wait_seconds, |status| {
+        held_by(status, args.node)
+    })?;
+    if left.is_empty() {
+        writeln!(
+            out,
+            "node {} removed: no group holds it ({:.1} s)",
+            args.node,
+            started.elapsed().as_secs_f64()
+        )?;
+        return Ok(ExitCode::SUCCESS);
     }
+    writeln!(
+        out,
+        "node {} is out of the cluster, but group(s) {} still hold it after {} s",
+        args.node,
+        left.join(","),
+        args.wait_seconds
+    )?;
+    Ok(ExitCode::FAILURE)
 }
 
 /// The groups whose voters or learners include `node`.
