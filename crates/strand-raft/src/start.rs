@@ -85,7 +85,7 @@ pub struct DurableOptions {
     pub balance_interval: Option<Duration>,
     /// How many voters each of a cluster's groups has (every member when
     /// there are fewer): a new cluster's groups start with the voters of
-    /// [`crate::placement`]'s plan, and each group's leader moves them
+    /// the placement plan ([`plan`](crate::plan)), and each group's leader moves them
     /// towards it as the plan changes; the other members follow the
     /// group as learners. The same on every node. Default
     /// [`DEFAULT_REPLICATION_FACTOR`](crate::DEFAULT_REPLICATION_FACTOR).
