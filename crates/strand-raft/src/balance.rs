@@ -203,7 +203,15 @@ impl Balancer {
                 .map(|(&id, addr)| async move { (id, self.view_of(id, addr).await) }),
         )
         .await;
-        self.notice_removal(&views);
+        if self.notice_removal(&views) {
+            // Its groups stop, so a node removed while it was down does
+            // not campaign with the voters of its stale memberships.
+            for group in groups {
+                if let Err(e) = group.raft().shutdown().await {
+                    tracing::debug!(error = %e, "a removed node's group was stopped already");
+                }
+            }
+        }
         if self.balance.removed() {
             return;
         }
@@ -462,27 +470,29 @@ impl Balancer {
 
     /// Marks this node removed when the freshest view of group 0 among
     /// the members that answered (the latest term with a leader, then
-    /// the longest log) no longer holds it, and no longer removed when it
-    /// does again (a removal is never undone, but a view that lags behind
-    /// an admission must not stick).
-    fn notice_removal(&self, views: &[(NodeId, Option<NodeView>)]) {
+    /// the longest log) no longer holds it; whether it was not marked
+    /// before.
+    fn notice_removal(&self, views: &[(NodeId, Option<NodeView>)]) -> bool {
         let latest = views
             .iter()
             .filter_map(|(_, v)| v.as_ref()?.groups.first())
             .filter(|g| g.leader.is_some() && !g.voters.is_empty())
             .max_by_key(|g| (g.term, g.last_log_index));
         let Some(group0) = latest else {
-            return;
+            return false;
         };
-        let member = group0.voters.contains(&self.me) || group0.learners.contains(&self.me);
-        let was = self.balance.removed.swap(!member, Ordering::Relaxed);
-        if !member && !was {
+        if group0.voters.contains(&self.me) || group0.learners.contains(&self.me) {
+            return false;
+        }
+        let newly = !self.balance.removed.swap(true, Ordering::Relaxed);
+        if newly {
             tracing::error!(
                 node = self.me,
                 "this node was removed from the cluster: it serves no requests; to add it \
                  back, start it with an empty data directory and --join"
             );
         }
+        newly
     }
 
     /// On group 0's leader: removes a member that has not answered for
