@@ -137,6 +137,9 @@ struct Memory {
     /// While this node leads group 0: when each member last answered
     /// (since this node leads it, at the earliest).
     seen: BTreeMap<NodeId, Instant>,
+    /// The members whose replication factor differs from this node's, as
+    /// last logged.
+    mismatched: BTreeMap<NodeId, usize>,
 }
 
 /// A group's metrics as openraft reports them.
@@ -203,6 +206,7 @@ impl Balancer {
                 .map(|(&id, addr)| async move { (id, self.view_of(id, addr).await) }),
         )
         .await;
+        self.compare_factors(&views, &mut memory.mismatched);
         if self.notice_removal(&views) {
             // Its groups stop, so a node removed while it was down does
             // not campaign with the voters of its stale memberships.
@@ -468,6 +472,25 @@ impl Balancer {
         (!addr.is_empty()).then_some(addr)
     }
 
+    /// Logs the members whose `--replication-factor` differs from this
+    /// node's (groups led by nodes that disagree aim at different voter
+    /// counts), whenever that set changes.
+    fn compare_factors(
+        &self,
+        views: &[(NodeId, Option<NodeView>)],
+        mismatched: &mut BTreeMap<NodeId, usize>,
+    ) {
+        let now = other_factors(self.factor, views);
+        if now != *mismatched && !now.is_empty() {
+            tracing::warn!(
+                mine = self.factor,
+                theirs = ?now,
+                "members run with another --replication-factor: give every member the same"
+            );
+        }
+        *mismatched = now;
+    }
+
     /// Marks this node removed when the freshest view of group 0 among
     /// the members that answered (the latest term with a leader, then
     /// the longest log) no longer holds it; whether it was not marked
@@ -642,6 +665,15 @@ pub(crate) async fn remove_member(
     Ok(())
 }
 
+/// The members whose views give a replication factor other than `mine`.
+fn other_factors(mine: usize, views: &[(NodeId, Option<NodeView>)]) -> BTreeMap<NodeId, usize> {
+    views
+        .iter()
+        .filter_map(|(id, v)| Some((*id, v.as_ref()?.replication_factor?)))
+        .filter(|(_, factor)| *factor != mine)
+        .collect()
+}
+
 /// A move of `kind` in `group`, from and to the nodes given.
 fn mv(group: usize, kind: &str, from: Option<NodeId>, to: Option<NodeId>) -> MoveStatus {
     MoveStatus {
@@ -665,4 +697,33 @@ fn voters(m: &Metrics) -> BTreeSet<NodeId> {
 /// Whether a membership change is half done (a joint configuration).
 fn changing(m: &Metrics) -> bool {
     m.membership_config.membership().get_joint_config().len() > 1
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn view(node: NodeId, factor: Option<usize>) -> NodeView {
+        NodeView {
+            node,
+            draining: false,
+            removed: false,
+            replication_factor: factor,
+            moves: Vec::new(),
+            groups: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn members_with_another_replication_factor_are_named() {
+        let views = vec![
+            (2, Some(view(2, Some(3)))),
+            (3, Some(view(3, Some(5)))),
+            (4, None),
+            (5, Some(view(5, None))),
+        ];
+        assert_eq!(other_factors(3, &views), [(3, 5)].into());
+        assert_eq!(other_factors(5, &views), [(2, 3)].into());
+    }
 }

@@ -60,6 +60,10 @@ pub struct NodeView {
     /// Whether it learned that the cluster removed it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub removed: bool,
+    /// Its `--replication-factor` (every member should have the same),
+    /// when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_factor: Option<usize>,
     /// The leadership it is handing off now, if any.
     #[serde(default)]
     pub moves: Vec<MoveStatus>,
@@ -338,6 +342,7 @@ mod tests {
                     node: 1,
                     draining: false,
                     removed: false,
+                    replication_factor: None,
                     moves: Vec::new(),
                     groups: vec![view(1, 4, Some(1), 40)],
                 }),
@@ -348,6 +353,7 @@ mod tests {
                     node: 2,
                     draining: false,
                     removed: false,
+                    replication_factor: None,
                     moves: Vec::new(),
                     groups: vec![view(2, 4, Some(1), 38)],
                 }),
@@ -373,6 +379,7 @@ mod tests {
                     node: 2,
                     draining: false,
                     removed: false,
+                    replication_factor: None,
                     moves: Vec::new(),
                     groups: vec![fresh],
                 }),
@@ -383,6 +390,7 @@ mod tests {
                     node: 3,
                     draining: true,
                     removed: false,
+                    replication_factor: None,
                     moves: Vec::new(),
                     groups: vec![stale],
                 }),
@@ -415,6 +423,7 @@ mod tests {
                 node: 1,
                 draining: false,
                 removed: false,
+                replication_factor: None,
                 moves: Vec::new(),
                 groups: vec![view(1, 3, None, 7)],
             }),
@@ -434,6 +443,7 @@ mod tests {
             node: 1,
             draining: false,
             removed: false,
+            replication_factor: None,
             moves: Vec::new(),
             groups: vec![group],
         };
@@ -443,6 +453,7 @@ mod tests {
             node: 3,
             draining: false,
             removed: true,
+            replication_factor: None,
             moves: Vec::new(),
             groups: vec![stale],
         };

@@ -513,6 +513,7 @@ impl RaftNode {
             node: self.node_id,
             draining: self.balance.draining(),
             removed: self.balance.removed(),
+            replication_factor: Some(self.replication_factor),
             moves: self.balance.moves(),
             groups: self.groups.iter().map(|g| g.view()).collect(),
         }

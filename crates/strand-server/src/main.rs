@@ -41,6 +41,11 @@ fn return_freed_memory_at_once() {
     }
 }
 
+/// The log filter without `STRAND_LOG`: warnings, except openraft's
+/// core's, which are stale Raft messages it ignores (several after every
+/// membership change).
+const DEFAULT_LOG: &str = "warn,openraft::core::raft_core=error";
+
 fn main() -> ExitCode {
     return_freed_memory_at_once();
     let loaded = match strand_server::config::load(std::env::args_os()) {
@@ -62,7 +67,7 @@ fn main() -> ExitCode {
     let config = cli.config;
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("STRAND_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+            EnvFilter::try_from_env("STRAND_LOG").unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG)),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -213,6 +213,7 @@ async fn cluster(state: &AppState) -> Response {
                 node: me,
                 draining: false,
                 removed: false,
+                replication_factor: None,
                 moves: Vec::new(),
                 groups,
             };
