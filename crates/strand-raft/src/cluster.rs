@@ -471,5 +471,9 @@ mod tests {
         assert_eq!(status.groups[0].voters, [1, 2]);
         let json = serde_json::to_value(&status.nodes[2]).unwrap();
         assert_eq!(json["state"], "removed");
+        // What a node answers its peers under VIEW_PATH.
+        let mut answer = views[2].1.clone().unwrap();
+        answer.replication_factor = Some(3);
+        insta::assert_json_snapshot!("node_view_removed", answer);
     }
 }

@@ -683,3 +683,27 @@ fn answer<T: Serialize>(value: &T) -> Result<Vec<u8>, MessageError> {
 fn request<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, MessageError> {
     rmp_serde::from_slice(body).map_err(|e| MessageError::Malformed(e.to_string()))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_join_request_and_answer_formats() {
+        let request = JoinRequest {
+            id: 6,
+            url: "http://10.0.0.6:4437".to_owned(),
+        };
+        insta::assert_json_snapshot!("join_request", request);
+        let admitted: Result<std::collections::BTreeMap<NodeId, String>, String> = Ok([
+            (1, "http://10.0.0.1:4437".to_owned()),
+            (6, "http://10.0.0.6:4437".to_owned()),
+        ]
+        .into());
+        insta::assert_json_snapshot!("join_admitted", admitted);
+        let refused: Result<std::collections::BTreeMap<NodeId, String>, String> =
+            Err("node id 6 belongs to a member at http://10.0.0.7:4437".to_owned());
+        insta::assert_json_snapshot!("join_refused", refused);
+    }
+}

@@ -551,3 +551,27 @@ async fn initialized_somewhere(groups: &[Arc<RaftGroup>]) -> bool {
 pub fn group_dir(data_dir: &Path, group: usize) -> PathBuf {
     data_dir.join(format!("group-{group}"))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_join_file_format() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_join(dir.path()).unwrap(), None);
+        write_join(dir.path(), "http://10.0.0.1:4437").unwrap();
+        let text = std::fs::read_to_string(dir.path().join(JOIN_FILE)).unwrap();
+        insta::assert_snapshot!(text);
+        // Written once: a later start keeps the member it joined through.
+        write_join(dir.path(), "http://10.0.0.9:4437").unwrap();
+        assert_eq!(
+            read_join(dir.path()).unwrap().as_deref(),
+            Some("http://10.0.0.1:4437")
+        );
+        std::fs::write(dir.path().join(JOIN_FILE), b"{").unwrap();
+        let error = read_join(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("strand-cluster.json"), "{error}");
+    }
+}
