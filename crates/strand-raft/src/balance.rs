@@ -316,9 +316,8 @@ impl Balancer {
         }
     }
 
-    /// Makes a membership change (at most [`CHANGE_TIMEOUT`]; the change
-    /// goes on in the group after that), shown as the move under way
-    /// meanwhile and logged as `what`; whether it was made.
+    /// Makes a membership change ([`timed`]), shown as the move under
+    /// way meanwhile and logged as `what`; whether it was made.
     async fn change<T, E: std::fmt::Display>(
         &self,
         status: MoveStatus,
@@ -327,22 +326,13 @@ impl Balancer {
     ) -> bool {
         let group = status.group;
         self.moving(Some(status));
-        let result = tokio::time::timeout(CHANGE_TIMEOUT, change).await;
+        let result = timed(change).await;
         self.moving(None);
-        match result {
-            Ok(Ok(_)) => {
-                tracing::info!(group, what, "changed the group's membership");
-                true
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(group, what, error = %e, "a membership change failed");
-                false
-            }
-            Err(_) => {
-                tracing::warn!(group, what, "a membership change took too long");
-                false
-            }
+        match &result {
+            Ok(()) => tracing::info!(group, what, "changed the group's membership"),
+            Err(e) => tracing::warn!(group, what, error = %e, "a membership change failed"),
         }
+        result.is_ok()
     }
 
     /// Records the move under way (`None`: none).
@@ -357,14 +347,7 @@ impl Balancer {
         if metrics.iter().any(|m| voters(m).is_empty()) {
             return None;
         }
-        let placed: Vec<Placed> = metrics
-            .iter()
-            .map(|m| Placed {
-                voters: voters(m),
-                leader: m.current_leader,
-            })
-            .collect();
-        Some(plan(&placed, &registry(metrics), self.factor))
+        Some(plan(&placed(metrics), &registry(metrics), self.factor))
     }
 
     /// Moves one group this node leads towards the placement: a member
@@ -637,32 +620,39 @@ pub(crate) async fn remove_member(
         return Err(format!("node {id} is the cluster's last member"));
     }
     // Voters the plan drops stay learners (`retain`): only `id` leaves.
-    let change = |changes: ChangeMembers<NodeId, openraft::BasicNode>, retain: bool| async move {
-        match tokio::time::timeout(
-            CHANGE_TIMEOUT,
-            group0.raft().change_membership(changes, retain),
-        )
-        .await
-        {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("the change took too long".to_owned()),
-        }
+    let change = |changes: ChangeMembers<NodeId, openraft::BasicNode>, retain: bool| {
+        timed(group0.raft().change_membership(changes, retain))
     };
     if voters(m).contains(&id) {
-        let placed: Vec<Placed> = metrics
-            .iter()
-            .map(|m| Placed {
-                voters: voters(m),
-                leader: m.current_leader,
-            })
-            .collect();
-        let want = plan(&placed, &rest, factor).swap_remove(0);
+        let want = plan(&placed(&metrics), &rest, factor).swap_remove(0);
         change(ChangeMembers::ReplaceAllVoters(want), true).await?;
     }
     change(ChangeMembers::RemoveNodes([id].into()), false).await?;
     tracing::info!(node = id, "removed a member from the cluster");
     Ok(())
+}
+
+/// A membership change given at most [`CHANGE_TIMEOUT`] (it goes on in
+/// the group after that); why it was not made.
+async fn timed<T, E: std::fmt::Display>(
+    change: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<(), String> {
+    match tokio::time::timeout(CHANGE_TIMEOUT, change).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the change took too long".to_owned()),
+    }
+}
+
+/// The groups as the planner sees them: each one's voters and leader.
+fn placed(metrics: &[Metrics]) -> Vec<Placed> {
+    metrics
+        .iter()
+        .map(|m| Placed {
+            voters: voters(m),
+            leader: m.current_leader,
+        })
+        .collect()
 }
 
 /// The members whose views give a replication factor other than `mine`.

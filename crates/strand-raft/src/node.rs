@@ -260,7 +260,7 @@ impl RaftNode {
     /// [`RemoveError`]: not a member, this node has no peers, the last
     /// member, or the change could not be made now.
     pub async fn remove(&self, id: NodeId, wait: std::time::Duration) -> Result<(), RemoveError> {
-        let (Some(links), Some(client)) = (&self.links, &self.peers) else {
+        let Some(links) = &self.links else {
             return Err(RemoveError::NotClustered);
         };
         let members = self.members();
@@ -287,53 +287,10 @@ impl RaftNode {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
         }
-        let Some(group0) = self.groups.first() else {
-            return Err(RemoveError::NotClustered);
-        };
-        for _ in 0..3 {
-            let leader = group0.raft().metrics().borrow().current_leader;
-            let result = match leader {
-                Some(l) if l == self.node_id => self.remove_here(id).await,
-                Some(l) => {
-                    let Some(addr) = links.get(l) else {
-                        return Err(RemoveError::Unavailable(format!(
-                            "group 0's leader, node {l}, has no address here"
-                        )));
-                    };
-                    let body = serde_json::to_vec(&id)
-                        .map_err(|e| RemoveError::Unavailable(e.to_string()))?;
-                    match client
-                        .http
-                        .post(
-                            &addr,
-                            REMOVE_PATH,
-                            body,
-                            links.token.as_deref(),
-                            CHANGE_WAIT,
-                        )
-                        .await
-                    {
-                        Ok(answer) => serde_json::from_slice::<Result<(), String>>(&answer)
-                            .unwrap_or_else(|e| Err(format!("not an answer: {e}"))),
-                        Err(e) => Err(e.to_string()),
-                    }
-                }
-                None => Err(format!(
-                    "{}group 0 has no leader",
-                    crate::proposer::NOT_LEADER
-                )),
-            };
-            match result {
-                Ok(()) => return Ok(()),
-                Err(e) if e.starts_with(crate::proposer::NOT_LEADER) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-                }
-                Err(e) => return Err(RemoveError::Unavailable(e)),
-            }
-        }
-        Err(RemoveError::Unavailable(
-            "group 0's leadership kept moving".to_owned(),
-        ))
+        let body = serde_json::to_vec(&id).map_err(|e| RemoveError::Unavailable(e.to_string()))?;
+        self.at_group0_leader(REMOVE_PATH, body, 3, false, || self.remove_here(id))
+            .await
+            .map_err(RemoveError::Unavailable)
     }
 
     /// Admits node `id`, reached at `url`, into the cluster (what a member
@@ -352,51 +309,78 @@ impl RaftNode {
         id: NodeId,
         url: &str,
     ) -> Result<std::collections::BTreeMap<NodeId, String>, String> {
-        let (Some(links), Some(client)) = (&self.links, &self.peers) else {
+        if self.links.is_none() {
             return Err(
                 "this node takes no members: start it with --cluster-token-file (a cluster of one) or --peer"
                     .to_owned(),
             );
-        };
+        }
         if url.is_empty() {
             return Err("a joining node must give its URL".to_owned());
         }
-        let Some(group0) = self.groups.first() else {
-            return Err("no groups".to_owned());
+        let body = serde_json::to_vec(&JoinRequest {
+            id,
+            url: url.to_owned(),
+        })
+        .map_err(|e| e.to_string())?;
+        self.at_group0_leader(JOIN_PATH, body, 5, true, || self.admit_here(id, url))
+            .await
+    }
+
+    /// Runs `here` when this node leads group 0, else posts `body` under
+    /// `path` to group 0's leader and reads its answer (JSON, `Ok` or
+    /// `Err` with the reason); asks up to `tries` times, half a second
+    /// apart, while group 0 has no leader or the node asked no longer
+    /// leads it (its reason starts with
+    /// [`NOT_LEADER`](crate::proposer::NOT_LEADER)), and, with
+    /// `retry_unreachable`, while it does not answer.
+    async fn at_group0_leader<T, F>(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        tries: usize,
+        retry_unreachable: bool,
+        here: impl Fn() -> F,
+    ) -> Result<T, String>
+    where
+        T: serde::de::DeserializeOwned,
+        F: std::future::Future<Output = Result<T, String>>,
+    {
+        let not_leader = crate::proposer::NOT_LEADER;
+        let (Some(links), Some(client), Some(group0)) =
+            (&self.links, &self.peers, self.groups.first())
+        else {
+            return Err("this node is not part of a cluster".to_owned());
         };
-        for _ in 0..5 {
-            let m = group0.raft().metrics().borrow().clone();
-            let result = match m.current_leader {
-                Some(l) if l == self.node_id => self.admit_here(id, url).await,
+        for _ in 0..tries {
+            let leader = group0.raft().metrics().borrow().current_leader;
+            let result = match leader {
+                Some(l) if l == self.node_id => here().await,
                 Some(l) => match links.get(l) {
-                    Some(addr) => {
-                        let body = serde_json::to_vec(&JoinRequest {
-                            id,
-                            url: url.to_owned(),
-                        })
-                        .map_err(|e| e.to_string())?;
-                        match client
-                            .http
-                            .post(&addr, JOIN_PATH, body, links.token.as_deref(), CHANGE_WAIT)
-                            .await
-                        {
-                            Ok(answer) => serde_json::from_slice(&answer)
-                                .unwrap_or_else(|e| Err(format!("not an answer: {e}"))),
-                            Err(e) => Err(format!(
-                                "{}group 0's leader did not answer: {e}",
-                                crate::proposer::NOT_LEADER
-                            )),
+                    Some(addr) => match client
+                        .http
+                        .post(
+                            &addr,
+                            path,
+                            body.clone(),
+                            links.token.as_deref(),
+                            CHANGE_WAIT,
+                        )
+                        .await
+                    {
+                        Ok(answer) => serde_json::from_slice(&answer)
+                            .unwrap_or_else(|e| Err(format!("not an answer: {e}"))),
+                        Err(e) if retry_unreachable => {
+                            Err(format!("{not_leader}group 0's leader did not answer: {e}"))
                         }
-                    }
+                        Err(e) => Err(e.to_string()),
+                    },
                     None => Err(format!("group 0's leader, node {l}, has no address here")),
                 },
-                None => Err(format!(
-                    "{}group 0 has no leader",
-                    crate::proposer::NOT_LEADER
-                )),
+                None => Err(format!("{not_leader}group 0 has no leader")),
             };
             match result {
-                Err(e) if e.starts_with(crate::proposer::NOT_LEADER) => {
+                Err(e) if e.starts_with(not_leader) => {
                     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 }
                 other => return other,

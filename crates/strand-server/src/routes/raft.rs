@@ -152,19 +152,12 @@ pub(super) fn view(state: &AppState) -> Response {
 /// or end (`false`) its drain (a JSON boolean); 200 (the peer client
 /// takes 200 only), 400 for another body, 404 on a node without Raft.
 pub(super) async fn drain(state: &AppState, request: Request) -> Response {
-    let Some(raft) = &state.raft else {
-        return (StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response();
-    };
-    let body = match axum::body::to_bytes(request.into_body(), 64).await {
-        Ok(b) => b,
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
-    };
-    match serde_json::from_slice::<bool>(&body) {
-        Ok(draining) => {
+    match node_and_body::<bool>(state, request, 64, "true or false").await {
+        Ok((raft, draining)) => {
             raft.set_draining(draining);
             StatusCode::OK.into_response()
         }
-        Err(_) => (StatusCode::BAD_REQUEST, "the body is not true or false\n").into_response(),
+        Err(refused) => refused,
     }
 }
 
@@ -174,16 +167,9 @@ pub(super) async fn drain(state: &AppState, request: Request) -> Response {
 /// reason starting with a not-the-leader marker when this node does not
 /// lead group 0), 400 for another body, 404 on a node without Raft.
 pub(super) async fn remove(state: &AppState, request: Request) -> Response {
-    let Some(raft) = &state.raft else {
-        return (StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response();
-    };
-    let body = match axum::body::to_bytes(request.into_body(), 64).await {
-        Ok(b) => b,
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
-    };
-    match serde_json::from_slice::<u64>(&body) {
-        Ok(id) => crate::reply::json(StatusCode::OK, &raft.remove_here(id).await),
-        Err(_) => (StatusCode::BAD_REQUEST, "the body is not a node id\n").into_response(),
+    match node_and_body::<u64>(state, request, 64, "a node id").await {
+        Ok((raft, id)) => crate::reply::json(StatusCode::OK, &raft.remove_here(id).await),
+        Err(refused) => refused,
     }
 }
 
@@ -192,15 +178,31 @@ pub(super) async fn remove(state: &AppState, request: Request) -> Response {
 /// (`{"Ok": {id: url, …}}`, every member's address, or `{"Err": "why"}`),
 /// 400 for another body, 404 on a node without Raft.
 pub(super) async fn join(state: &AppState, request: Request) -> Response {
-    let Some(raft) = &state.raft else {
-        return (StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response();
-    };
-    let body = match axum::body::to_bytes(request.into_body(), 4096).await {
-        Ok(b) => b,
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
-    };
-    match serde_json::from_slice::<strand_raft::JoinRequest>(&body) {
-        Ok(join) => crate::reply::json(StatusCode::OK, &raft.admit(join.id, &join.url).await),
-        Err(_) => (StatusCode::BAD_REQUEST, "the body is not a join request\n").into_response(),
+    match node_and_body::<strand_raft::JoinRequest>(state, request, 4096, "a join request").await {
+        Ok((raft, join)) => {
+            crate::reply::json(StatusCode::OK, &raft.admit(join.id, &join.url).await)
+        }
+        Err(refused) => refused,
     }
+}
+
+/// The node's Raft side and a member's JSON body of at most `limit`
+/// bytes, or the answer refusing it: 404 on a node without Raft, 413 for
+/// a longer body, 400 for a body that is not `what`.
+async fn node_and_body<'a, T: serde::de::DeserializeOwned>(
+    state: &'a AppState,
+    request: Request,
+    limit: usize,
+    what: &str,
+) -> Result<(&'a strand_raft::RaftNode, T), Response> {
+    let Some(raft) = &state.raft else {
+        return Err((StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response());
+    };
+    let body = axum::body::to_bytes(request.into_body(), limit)
+        .await
+        .map_err(|e| (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response())?;
+    let value = serde_json::from_slice(&body).map_err(|_| {
+        (StatusCode::BAD_REQUEST, format!("the body is not {what}\n")).into_response()
+    })?;
+    Ok((raft, value))
 }
