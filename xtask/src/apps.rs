@@ -21,10 +21,12 @@
 //! moves every appended byte to its segment files within milliseconds
 //! (`--cold-flush-bytes 1 --cold-piece-bytes 1 --cold-flush-interval-ms
 //! 5`), so the libraries read what they wrote back from disk, offsets they
-//! compute included (`ci` runs both); with `--cluster` a three-node
-//! durable cluster whose leaderships move the whole time (each node in
-//! turn drained, then undrained, balancing every 200 ms; the checks talk
-//! to node 2, which forwards writes to whichever node leads); or, with
+//! compute included (`ci` runs both); with `--cluster` a durable cluster
+//! of `--nodes N` (3 to 9, default 3; each group has three voters, the
+//! other members follow it as learners) whose leaderships move the whole
+//! time (each node in turn drained, then undrained, balancing every
+//! 200 ms; the checks talk to node 2, which forwards writes to whichever
+//! node leads); or, with
 //! `--server node`, the node reference server `@durable-streams/server`
 //! (pinned in the same lockfile). Each check's output goes to
 //! `target/apps/NAME.log`; the run prints one line per check and
@@ -43,8 +45,7 @@ use crate::servers::{
 use crate::{run, target_dir};
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str =
-    "cargo xtask apps [--server strand|node] [--only NAME] [--debug-build] [--flushed] [--cluster]";
+pub(crate) const USAGE: &str = "cargo xtask apps [--server strand|node] [--only NAME] [--debug-build] [--flushed] [--cluster [--nodes N]]";
 
 /// The idle long-poll timeout given to the server (as `http-conformance`).
 const LONG_POLL_TIMEOUT_MS: u64 = 500;
@@ -119,6 +120,8 @@ struct Options {
     debug_build: bool,
     flushed: bool,
     cluster: bool,
+    /// Nodes of the `--cluster` (3 to 9).
+    nodes: usize,
 }
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
@@ -128,6 +131,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         debug_build: false,
         flushed: false,
         cluster: false,
+        nodes: 3,
     };
     crate::parse_flags(args, USAGE, |flag, value, inline| {
         match flag {
@@ -155,6 +159,12 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--debug-build" if !inline => options.debug_build = true,
             "--flushed" if !inline => options.flushed = true,
             "--cluster" if !inline => options.cluster = true,
+            "--nodes" => {
+                options.nodes = match value("a number of nodes, 3 to 9")?.parse() {
+                    Ok(n @ 3..=9) => n,
+                    _ => return Err(format!("--nodes takes 3 to 9; usage: {USAGE}")),
+                };
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -212,6 +222,9 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
     if options.flushed && options.cluster {
         return Err(format!("--flushed or --cluster, not both; usage: {USAGE}"));
     }
+    if options.nodes != 3 && !options.cluster {
+        return Err(format!("--nodes goes with --cluster; usage: {USAGE}"));
+    }
     let mut extra: Vec<String> = Vec::new();
     if options.flushed {
         let data = work.join("flushed-data");
@@ -239,6 +252,7 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
                 "200",
             ]
             .map(str::to_owned),
+            options.nodes,
         )?,
         Server::Strand => vec![start_strand(
             root,
@@ -265,11 +279,14 @@ pub(crate) fn apps(root: &Path, args: &[String]) -> Result<(), String> {
         None
     };
     let mode = if options.flushed {
-        " (durable, every byte flushed to segment files)"
+        " (durable, every byte flushed to segment files)".to_owned()
     } else if options.cluster {
-        " (node 2 of a three-node cluster whose leaderships keep moving)"
+        format!(
+            " (node 2 of a {}-node cluster whose leaderships keep moving)",
+            options.nodes
+        )
     } else {
-        ""
+        String::new()
     };
     println!("apps: {name} at {url}{mode}");
 

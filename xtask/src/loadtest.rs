@@ -536,7 +536,7 @@ pub(crate) fn build_server_and_bench(root: &Path) -> Result<(), String> {
 fn start(root: &Path, target: Target, work: &Path) -> Result<Vec<ServerGuard>, String> {
     if matches!(target, Target::StrandCluster | Target::StrandClusterLeader) {
         // Fresh data directories for every scenario.
-        return start_strand_cluster(root, work, LONG_POLL_MS, &[]);
+        return start_strand_cluster(root, work, LONG_POLL_MS, &[], 3);
     }
     start_one(root, target, work).map(|g| vec![g])
 }

@@ -115,7 +115,8 @@ fn print_help() {
     println!("  install-check");
     println!("           cargo install --locked --path for strand-server and strand-cli into");
     println!("           target/install-check, then runs both installed binaries; not in ci");
-    println!("  apps [--server strand|node] [--only NAME] [--debug-build] [--flushed] [--cluster]");
+    println!("  apps [--server strand|node] [--only NAME] [--debug-build] [--flushed]");
+    println!("       [--cluster [--nodes N]]");
     println!("           the protocol's ecosystem libraries (tests/apps, pinned) against");
     println!("           strand-server --memory (release; debug with --debug-build) or the");
     println!("           node reference server, on loopback: yjs (y-durable-streams: sync,");
@@ -124,9 +125,9 @@ fn print_help() {
     println!("           python (the PyPI client, in target/apps/venv); one line per check");
     println!("           and `apps: N passed, M failed`; logs in target/apps/NAME.log;");
     println!("           --flushed against a durable node that flushes every byte to its");
-    println!("           segment files at once; --cluster against node 2 of a three-node");
-    println!("           cluster while each node in turn is drained and undrained (ci runs");
-    println!("           all three)");
+    println!("           segment files at once; --cluster against node 2 of a cluster of");
+    println!("           --nodes (3) while each node in turn is drained and undrained (ci");
+    println!("           runs all three, the cluster with five nodes)");
     println!(
         "  faults [--rounds N] [--clients N] [--acks N] [--partition-rounds N] [--partition-writes N] [--rolling-rounds N]"
     );
@@ -450,8 +451,17 @@ fn step_apps(root: &Path) -> Result<(), String> {
     apps::apps(root, &["--debug-build".into()])?;
     // Again with every byte read back from segment files.
     apps::apps(root, &["--debug-build".into(), "--flushed".into()])?;
-    // And against a cluster node while the leaderships move.
-    apps::apps(root, &["--debug-build".into(), "--cluster".into()])
+    // And against a node of a five-node cluster (three voters and two
+    // learners per group) while the leaderships move.
+    apps::apps(
+        root,
+        &[
+            "--debug-build".into(),
+            "--cluster".into(),
+            "--nodes".into(),
+            "5".into(),
+        ],
+    )
 }
 
 fn step_console(root: &Path) -> Result<(), String> {

@@ -58,7 +58,7 @@ pub(crate) fn prometheus(root: &Path, args: &[String]) -> Result<(), String> {
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
     let extra = ["--groups", "2", "--admin-listen", "127.0.0.1:0"].map(str::to_owned);
-    let nodes = start_strand_cluster(root, &work, 1_000, &extra)?;
+    let nodes = start_strand_cluster(root, &work, 1_000, &extra, 3)?;
     let admins = nodes
         .iter()
         .map(admin_addr)

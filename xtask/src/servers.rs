@@ -281,7 +281,7 @@ fn spawn_cluster_node(
     )
 }
 
-/// Starts a three-node durable cluster of release `strand-server`s on
+/// Starts a durable cluster of `nodes` release `strand-server`s on
 /// free loopback ports (fresh data directories `work/cluster-node-N`,
 /// logs `work/cluster-node-N.log`, `extra` arguments on every node) and
 /// waits until every node reports a leader for each of its groups.
@@ -291,10 +291,11 @@ pub(crate) fn start_strand_cluster(
     work: &Path,
     long_poll_ms: u64,
     extra: &[String],
+    nodes: usize,
 ) -> Result<Vec<ServerGuard>, String> {
-    let ports = cluster_ports(3)?;
+    let ports = cluster_ports(nodes)?;
     let mut guards = Vec::new();
-    for id in 1..=3 {
+    for id in 1..=nodes {
         guards.push(spawn_cluster_node(
             root,
             work,
