@@ -33,6 +33,8 @@ pub struct RaftNode {
     balance: Arc<Balance>,
     /// Voters per group.
     replication_factor: usize,
+    /// Set once the node held every group ([`RaftNode::holds_every_group`]).
+    held_all: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The path a member takes a node's request to join the cluster on
@@ -176,6 +178,7 @@ impl RaftNode {
             links,
             balance: Arc::default(),
             replication_factor,
+            held_all: Arc::default(),
         }
     }
 
@@ -473,6 +476,48 @@ impl RaftNode {
     /// serves no client requests.
     pub fn removed(&self) -> bool {
         self.balance.removed()
+    }
+
+    /// Whether this node holds group `group`'s state: its own log names
+    /// it a member of the group (voter or learner). The change that
+    /// added it comes after every entry before it, so a node that holds
+    /// a group has the group's history up to its admission and follows
+    /// from there, at most a few milliseconds behind the leader. A node
+    /// that joined a cluster holds none of a group until the group's
+    /// leader adds it (as a learner) and it received the log or a
+    /// snapshot; meanwhile its empty state must not answer for the group.
+    /// A node without peers holds every group.
+    pub fn holds(&self, group: usize) -> bool {
+        if self.peers.is_none() {
+            return true;
+        }
+        self.groups.get(group).is_some_and(|g| {
+            g.raft()
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .nodes()
+                .any(|(id, _)| *id == self.node_id)
+        })
+    }
+
+    /// Whether this node holds every group ([`RaftNode::holds`]): false
+    /// while a node that joined is still being added to the groups (or, on
+    /// a static cluster's first start, before the groups' first leaders
+    /// reached it). Once true it stays true: a member is never dropped
+    /// from a group while it is a member of the cluster (a removed node
+    /// is [`RaftNode::removed`]).
+    pub fn holds_every_group(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.held_all.load(Ordering::Relaxed) {
+            return true;
+        }
+        let all = (0..self.groups.len()).all(|g| self.holds(g));
+        if all {
+            self.held_all.store(true, Ordering::Relaxed);
+        }
+        all
     }
 
     /// The node's leadership hand-offs so far, and whether it drains.

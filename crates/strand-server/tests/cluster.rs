@@ -1427,3 +1427,107 @@ async fn membership_changes_under_load_lose_nothing() {
         node.kill9();
     }
 }
+
+/// A node that joined answers no client request until it holds every
+/// group: node 1 alone holds 16 streams over 8 groups, node 2 joins, and
+/// node 1 (leader of every group, one membership change per round of
+/// 1 s) adds it to the groups one by one. Meanwhile node 2 answers reads
+/// `503` with `Retry-After` and its health says `joining`, never `404`
+/// for a stream that exists (its empty state would); once it holds every
+/// group it answers every stream whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_node_answers_only_once_it_holds_every_group() {
+    const GROUPS: usize = 8;
+    let tmp = tempfile::tempdir().unwrap();
+    let token = tmp.path().join("cluster-token");
+    std::fs::write(&token, "a-cluster-token-of-enough-length").unwrap();
+    let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    let args = |id: u64| {
+        let mut args: Vec<String> = [
+            "--listen",
+            &format!("127.0.0.1:{}", ports[(id - 1) as usize]),
+            "--groups",
+            &GROUPS.to_string(),
+            "--data-dir",
+            &tmp.path().join(format!("node-{id}")).display().to_string(),
+            "--node-id",
+            &id.to_string(),
+            "--cluster-token-file",
+            &token.display().to_string(),
+            "--leader-balance-interval-ms",
+            "1000",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        if id == 2 {
+            args.push("--join".to_owned());
+            args.push(format!("http://127.0.0.1:{}", ports[0]));
+        }
+        args
+    };
+    let first = start_args(&args(1));
+    all_ready(&[first.addr], Duration::from_secs(30)).await;
+    let streams: Vec<String> = (0..16).map(|i| format!("/v1/stream/joining-{i}")).collect();
+    for (i, path) in streams.iter().enumerate() {
+        let r = request(
+            first.addr,
+            "PUT",
+            path,
+            &[("Content-Type", "text/plain".to_owned())],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 201, "{path}");
+        append_to(first.addr, path, format!("body of {i}").as_bytes()).await;
+    }
+    let second = start_args(&args(2));
+    let (refused, joining_health) = (std::cell::Cell::new(0u32), std::cell::Cell::new(false));
+    eventually(
+        "node 2 answers every stream",
+        Duration::from_secs(60),
+        || async {
+            if let Ok(r) = request(second.addr, "GET", "/__strand/health", &[], b"").await {
+                let body = String::from_utf8_lossy(&r.body).into_owned();
+                if r.status == 503 && body.contains("\"status\":\"joining\"") {
+                    joining_health.set(true);
+                }
+            }
+            let mut whole = 0;
+            for (i, path) in streams.iter().enumerate() {
+                let Ok(r) =
+                    request(second.addr, "GET", &format!("{path}?offset=-1"), &[], b"").await
+                else {
+                    continue;
+                };
+                match r.status {
+                    200 => {
+                        assert_eq!(r.body, format!("body of {i}").as_bytes(), "{path}");
+                        whole += 1;
+                    }
+                    503 => {
+                        let text = String::from_utf8_lossy(&r.body);
+                        if text.contains("joining") {
+                            assert!(r.header("retry-after").is_some(), "{path}: {text}");
+                            refused.set(refused.get() + 1);
+                        }
+                    }
+                    other => panic!(
+                        "{path} on node 2: {other} {}",
+                        String::from_utf8_lossy(&r.body)
+                    ),
+                }
+            }
+            (whole == streams.len()).then_some(())
+        },
+    )
+    .await;
+    let (refused, joining_health) = (refused.get(), joining_health.get());
+    assert!(
+        refused > 0 && joining_health,
+        "node 2 was never seen joining ({refused} refusals; health joining: {joining_health})"
+    );
+    eprintln!("joining: {refused} reads refused with 503 before node 2 held every group");
+    first.kill9();
+    second.kill9();
+}

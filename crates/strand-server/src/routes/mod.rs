@@ -31,6 +31,10 @@ pub const DS_PREFIX: &str = "/v1/stream/";
 /// authentication is off.
 pub const OPERATOR_ROUTES_CLOSED: &str = "the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) are served only with authentication on, to a token with the admin right (--auth-secret-file or --auth-jwks-file), or on the admin listener (--admin-listen ADDR)";
 
+/// The answer of a cluster member that does not hold every group yet (it
+/// joined and is still receiving them) to every client request.
+pub const JOINING: &str = "this node is joining its cluster and does not hold every group's data yet; retry, or send the request to another member";
+
 /// The answer of a node the cluster removed to every client request.
 pub const REMOVED: &str = "this node was removed from its cluster and serves no requests; send them to another member (to add this node back, start it with an empty data directory and --join)";
 
@@ -77,9 +81,19 @@ async fn health(state: &AppState) -> Response {
         .raft
         .as_ref()
         .is_some_and(strand_raft::RaftNode::removed);
-    let ready = ready && !removed;
+    let joining = !removed && state.raft.as_ref().is_some_and(|r| !r.holds_every_group());
+    let ready = ready && !removed && !joining;
+    let status = if removed {
+        "removed"
+    } else if joining {
+        "joining"
+    } else if ready {
+        "ok"
+    } else {
+        "no-leader"
+    };
     let mut body = serde_json::json!({
-        "status": if removed { "removed" } else if ready { "ok" } else { "no-leader" },
+        "status": status,
         "mode": if durable { "durable" } else { "memory" },
         "groups": groups,
     });
@@ -269,10 +283,7 @@ async fn route_request(
             Right::Read,
         )?;
     }
-    if state
-        .raft
-        .as_ref()
-        .is_some_and(strand_raft::RaftNode::removed)
+    if let Some(raft) = &state.raft
         && matches!(
             route,
             Route::Stream(..)
@@ -283,7 +294,14 @@ async fn route_request(
                 | Route::Subscriptions { .. }
         )
     {
-        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, REMOVED));
+        if raft.removed() {
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, REMOVED));
+        }
+        // Its empty state would answer 404 for streams that exist.
+        if !raft.holds_every_group() {
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, JOINING)
+                .with_header(axum::http::header::RETRY_AFTER, "1"));
+        }
     }
     let result = match route {
         Route::Preflight => Ok(crate::cors::preflight()),
