@@ -1142,6 +1142,40 @@ async fn a_removed_and_a_dead_member_lose_their_votes() {
     }
 }
 
+/// The arguments of node `id` of a cluster that grows by joins: its port
+/// of `ports`, `groups` groups, `dir/node-{id}`, the cluster token
+/// `dir/cluster-token` (written by the caller), balancing rounds every
+/// `interval_ms`, and `--join` through node `join` when given.
+fn joining_args(
+    dir: &Path,
+    ports: &[u16],
+    groups: usize,
+    id: u64,
+    join: Option<u64>,
+    interval_ms: u64,
+) -> Vec<String> {
+    let port = |id: u64| ports[(id - 1) as usize];
+    let mut args: Vec<String> = vec![
+        "--listen".into(),
+        format!("127.0.0.1:{}", port(id)),
+        "--groups".into(),
+        groups.to_string(),
+        "--data-dir".into(),
+        dir.join(format!("node-{id}")).display().to_string(),
+        "--node-id".into(),
+        id.to_string(),
+        "--cluster-token-file".into(),
+        dir.join("cluster-token").display().to_string(),
+        "--leader-balance-interval-ms".into(),
+        interval_ms.to_string(),
+    ];
+    if let Some(via) = join {
+        args.push("--join".into());
+        args.push(format!("http://127.0.0.1:{}", port(via)));
+    }
+    args
+}
+
 /// A cluster grows from one node: node 1 starts alone (a cluster of one,
 /// since it has a cluster token), nodes 2, 3 and 4 start with their own
 /// `--node-id`, an empty `--data-dir` and `--join` (node 3 through node
@@ -1158,28 +1192,8 @@ async fn a_cluster_grows_from_one_node_by_joins() {
     std::fs::write(&token, "a-cluster-token-of-enough-length").unwrap();
     let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
     let args = |id: u64, join: Option<u64>| {
-        let mut args: Vec<String> = [
-            "--listen",
-            &format!("127.0.0.1:{}", ports[(id - 1) as usize]),
-            "--groups",
-            &GROUPS.to_string(),
-            "--data-dir",
-            &tmp.path().join(format!("node-{id}")).display().to_string(),
-            "--node-id",
-            &id.to_string(),
-            "--cluster-token-file",
-            &token.display().to_string(),
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--leader-balance-interval-ms",
-            "200",
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        if let Some(via) = join {
-            args.push("--join".to_owned());
-            args.push(format!("http://127.0.0.1:{}", ports[(via - 1) as usize]));
-        }
+        let mut args = joining_args(tmp.path(), &ports, GROUPS, id, join, 200);
+        args.extend(["--admin-listen", "127.0.0.1:0"].map(str::to_owned));
         args
     };
     let mut nodes = vec![Some(start_args(&args(1, None)))];
@@ -1442,29 +1456,7 @@ async fn a_joining_node_answers_only_once_it_holds_every_group() {
     let token = tmp.path().join("cluster-token");
     std::fs::write(&token, "a-cluster-token-of-enough-length").unwrap();
     let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
-    let args = |id: u64| {
-        let mut args: Vec<String> = [
-            "--listen",
-            &format!("127.0.0.1:{}", ports[(id - 1) as usize]),
-            "--groups",
-            &GROUPS.to_string(),
-            "--data-dir",
-            &tmp.path().join(format!("node-{id}")).display().to_string(),
-            "--node-id",
-            &id.to_string(),
-            "--cluster-token-file",
-            &token.display().to_string(),
-            "--leader-balance-interval-ms",
-            "1000",
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        if id == 2 {
-            args.push("--join".to_owned());
-            args.push(format!("http://127.0.0.1:{}", ports[0]));
-        }
-        args
-    };
+    let args = |id: u64| joining_args(tmp.path(), &ports, GROUPS, id, (id == 2).then_some(1), 1000);
     let first = start_args(&args(1));
     all_ready(&[first.addr], Duration::from_secs(30)).await;
     let streams: Vec<String> = (0..16).map(|i| format!("/v1/stream/joining-{i}")).collect();
