@@ -60,6 +60,9 @@ pub(crate) struct Balance {
     failed: AtomicU64,
     held_us_max: AtomicU64,
     voters_moved: AtomicU64,
+    /// Each group's leader as the last round's views said (the view of
+    /// the latest term that names one).
+    leaders_seen: Mutex<Vec<Option<NodeId>>>,
 }
 
 /// A node's leadership moves so far (in `GET /__strand/health` of a
@@ -98,6 +101,30 @@ impl Balance {
 
     pub(crate) fn moves(&self) -> Vec<MoveStatus> {
         crate::sync::lock(&self.moving).iter().cloned().collect()
+    }
+
+    /// Group `group`'s leader as the last round's views said, if any.
+    pub(crate) fn leader_seen(&self, group: usize) -> Option<NodeId> {
+        crate::sync::lock(&self.leaders_seen)
+            .get(group)
+            .copied()
+            .flatten()
+    }
+
+    /// Keeps each group's leader from the views of `groups` groups: the
+    /// one named in the view of the latest term.
+    fn note_leaders(&self, groups: usize, views: &[(NodeId, Option<NodeView>)]) {
+        let seen: Vec<Option<NodeId>> = (0..groups)
+            .map(|g| {
+                views
+                    .iter()
+                    .filter_map(|(_, v)| v.as_ref()?.groups.get(g))
+                    .filter(|v| v.leader.is_some())
+                    .max_by_key(|v| v.term)
+                    .and_then(|v| v.leader)
+            })
+            .collect();
+        *crate::sync::lock(&self.leaders_seen) = seen;
     }
 
     pub(crate) fn stats(&self) -> BalanceStats {
@@ -206,6 +233,7 @@ impl Balancer {
                 .map(|(&id, addr)| async move { (id, self.view_of(id, addr).await) }),
         )
         .await;
+        self.balance.note_leaders(groups.len(), &views);
         self.compare_factors(&views, &mut memory.mismatched);
         if self.notice_removal(&views) {
             // Its groups stop, so a node removed while it was down does

@@ -520,6 +520,21 @@ impl RaftNode {
         all
     }
 
+    /// Where to send a client request for group `group` that this node
+    /// cannot answer itself (it does not hold every group yet): the
+    /// group's leader as the members' views said in the last balancing
+    /// round, else another member; its id and URL. `None` for a node
+    /// without peers, or when no other member's address is known.
+    pub fn forward_target(&self, group: usize) -> Option<(NodeId, String)> {
+        let links = self.links.as_ref()?;
+        let me = self.node_id;
+        let leader = self.balance.leader_seen(group).filter(|l| *l != me);
+        leader
+            .into_iter()
+            .chain(self.members().into_iter().filter(|m| *m != me))
+            .find_map(|id| links.get(id).map(|url| (id, url)))
+    }
+
     /// The node's leadership hand-offs so far, and whether it drains.
     pub fn balance_stats(&self) -> BalanceStats {
         self.balance.stats()

@@ -39,6 +39,7 @@ pub mod metrics;
 mod names;
 pub mod offsets;
 mod page;
+pub mod proxy;
 pub mod query;
 mod reply;
 pub mod routes;

@@ -1442,84 +1442,157 @@ async fn membership_changes_under_load_lose_nothing() {
     }
 }
 
-/// A node that joined answers no client request until it holds every
-/// group: node 1 alone holds 16 streams over 8 groups, node 2 joins, and
-/// node 1 (leader of every group, one membership change per round of
-/// 1 s) adds it to the groups one by one. Meanwhile node 2 answers reads
-/// `503` with `Retry-After` and its health says `joining`, never `404`
-/// for a stream that exists (its empty state would); once it holds every
-/// group it answers every stream whole.
+/// Reads the start of an SSE answer from `addr` until it holds `want`
+/// (10 s at most); answers what it read.
+async fn sse_until(addr: SocketAddr, path: &str, want: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&got).contains(want) {
+            let n = conn.read(&mut buf).await.unwrap();
+            assert!(
+                n > 0,
+                "{path}: the answer ended: {}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .unwrap_or_else(|_| panic!("{path}: no `{want}` within 10 s"));
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// A node that joined answers for a group only through a member that
+/// holds it until it holds every group itself: node 1 alone holds 16
+/// streams over 8 groups, node 2 joins, and node 1 (leader of every
+/// group, one membership change per round of 1 s) adds it to the groups
+/// one by one. Meanwhile node 2's health says `joining` (503), and its
+/// answers to reads, an append and an SSE read are node 1's, passed on
+/// (never its empty state's `404`); once it holds every group it answers
+/// every stream whole itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_joining_node_answers_only_once_it_holds_every_group() {
+async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
     const GROUPS: usize = 8;
     let tmp = tempfile::tempdir().unwrap();
-    let token = tmp.path().join("cluster-token");
-    std::fs::write(&token, "a-cluster-token-of-enough-length").unwrap();
+    std::fs::write(
+        tmp.path().join("cluster-token"),
+        "a-cluster-token-of-enough-length",
+    )
+    .unwrap();
     let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
     let args = |id: u64| joining_args(tmp.path(), &ports, GROUPS, id, (id == 2).then_some(1), 1000);
     let first = start_args(&args(1));
     all_ready(&[first.addr], Duration::from_secs(30)).await;
     let streams: Vec<String> = (0..16).map(|i| format!("/v1/stream/joining-{i}")).collect();
+    let text = [("Content-Type", "text/plain".to_owned())];
     for (i, path) in streams.iter().enumerate() {
-        let r = request(
-            first.addr,
-            "PUT",
-            path,
-            &[("Content-Type", "text/plain".to_owned())],
-            b"",
-        )
-        .await
-        .unwrap();
+        let r = request(first.addr, "PUT", path, &text, b"").await.unwrap();
         assert_eq!(r.status, 201, "{path}");
         append_to(first.addr, path, format!("body of {i}").as_bytes()).await;
     }
     let second = start_args(&args(2));
-    let (refused, joining_health) = (std::cell::Cell::new(0u32), std::cell::Cell::new(false));
+    let health = || async {
+        let r = request(second.addr, "GET", "/__strand/health", &[], b"")
+            .await
+            .ok()?;
+        let body = String::from_utf8_lossy(&r.body).into_owned();
+        Some((r.status, body.contains("\"status\":\"joining\"")))
+    };
     eventually(
-        "node 2 answers every stream",
-        Duration::from_secs(60),
+        "node 2 says it is joining",
+        Duration::from_secs(30),
         || async {
-            if let Ok(r) = request(second.addr, "GET", "/__strand/health", &[], b"").await {
-                let body = String::from_utf8_lossy(&r.body).into_owned();
-                if r.status == 503 && body.contains("\"status\":\"joining\"") {
-                    joining_health.set(true);
-                }
-            }
-            let mut whole = 0;
-            for (i, path) in streams.iter().enumerate() {
-                let Ok(r) =
-                    request(second.addr, "GET", &format!("{path}?offset=-1"), &[], b"").await
-                else {
-                    continue;
-                };
-                match r.status {
-                    200 => {
-                        assert_eq!(r.body, format!("body of {i}").as_bytes(), "{path}");
-                        whole += 1;
-                    }
-                    503 => {
-                        let text = String::from_utf8_lossy(&r.body);
-                        if text.contains("joining") {
-                            assert!(r.header("retry-after").is_some(), "{path}: {text}");
-                            refused.set(refused.get() + 1);
-                        }
-                    }
-                    other => panic!(
-                        "{path} on node 2: {other} {}",
-                        String::from_utf8_lossy(&r.body)
-                    ),
-                }
-            }
-            (whole == streams.len()).then_some(())
+            health()
+                .await
+                .and_then(|(status, joining)| (status == 503 && joining).then_some(()))
         },
     )
     .await;
-    let (refused, joining_health) = (refused.get(), joining_health.get());
+    // While it joins: every read answered whole, through node 1.
+    let (mut passed_on, mut refused) = (0u32, 0u32);
+    for (i, path) in streams.iter().enumerate() {
+        let r = request(second.addr, "GET", &format!("{path}?offset=-1"), &[], b"")
+            .await
+            .unwrap();
+        match r.status {
+            200 => {
+                assert_eq!(r.body, format!("body of {i}").as_bytes(), "{path}");
+                passed_on += 1;
+            }
+            503 => refused += 1,
+            other => panic!(
+                "{path} on node 2: {other} {}",
+                String::from_utf8_lossy(&r.body)
+            ),
+        }
+    }
+    let r = request(
+        second.addr,
+        "POST",
+        &streams[0],
+        &text,
+        b", appended through node 2",
+    )
+    .await
+    .unwrap();
     assert!(
-        refused > 0 && joining_health,
-        "node 2 was never seen joining ({refused} refusals; health joining: {joining_health})"
+        r.status == 200 || r.status == 204,
+        "append: {} {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
     );
-    eprintln!("joining: {refused} reads refused with 503 before node 2 held every group");
+    let sse = sse_until(
+        second.addr,
+        &format!("{}?offset=-1&live=sse", streams[1]),
+        "event: control",
+    )
+    .await;
+    assert!(sse.starts_with("HTTP/1.1 200"), "{sse}");
+    assert!(sse.contains("data:body of 1"), "{sse}");
+    let still = health().await;
+    assert_eq!(
+        still.map(|h| h.1),
+        Some(true),
+        "node 2 joined too soon for this test"
+    );
+    assert!(
+        passed_on >= 12,
+        "{passed_on} reads passed on, {refused} refused"
+    );
+    // Then node 2 answers every stream itself.
+    eventually(
+        "node 2 holds every group",
+        Duration::from_secs(60),
+        || async {
+            health()
+                .await
+                .and_then(|(status, _)| (status == 200).then_some(()))
+        },
+    )
+    .await;
+    for (i, path) in streams.iter().enumerate() {
+        let r = request(second.addr, "GET", &format!("{path}?offset=-1"), &[], b"")
+            .await
+            .unwrap();
+        let mut want = format!("body of {i}");
+        if i == 0 {
+            want.push_str(", appended through node 2");
+        }
+        assert_eq!(
+            (r.status, r.body),
+            (200, want.into_bytes()),
+            "{path} on node 2"
+        );
+    }
+    eprintln!(
+        "joining: {passed_on} reads passed on to node 1, {refused} refused, then node 2 held every group"
+    );
     first.kill9();
     second.kill9();
 }

@@ -297,8 +297,17 @@ async fn route_request(
         if raft.removed() {
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, REMOVED));
         }
-        // Its empty state would answer 404 for streams that exist.
+        // Its empty state would answer 404 for streams that exist: a
+        // stream's requests go to a member that holds the data (at most
+        // one hop), the rest wait.
         if !raft.holds_every_group() {
+            if let Route::Stream(named, _) | Route::Integrity(named) = &route
+                && !request.headers().contains_key(crate::proxy::FORWARDED_BY)
+                && let Some(to) = raft.forward_target(state.engine.group_for(&named.id))
+            {
+                let long_poll = state.config.long_poll_timeout();
+                return crate::proxy::forward(raft.node_id(), to, request, long_poll).await;
+            }
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, JOINING)
                 .with_header(axum::http::header::RETRY_AFTER, "1"));
         }
