@@ -177,7 +177,7 @@ fn check_dir(options: &DurableOptions, groups: usize) -> Result<(), StartError> 
 }
 
 /// The openraft configuration of every group.
-fn raft_config(options: &DurableOptions) -> Result<openraft::Config, String> {
+fn raft_config(options: &DurableOptions, cluster: bool) -> Result<openraft::Config, String> {
     openraft::Config {
         cluster_name: "strand".to_owned(),
         // A replication RPC times out after one heartbeat interval: 150 ms
@@ -189,10 +189,10 @@ fn raft_config(options: &DurableOptions) -> Result<openraft::Config, String> {
         // A follower further behind than this catches up by snapshot; a
         // single node has no follower, so it keeps nothing behind its
         // snapshots (and a restart reads only the log after them).
-        max_in_snapshot_log_to_keep: if options.peers.is_empty() {
-            0
-        } else {
+        max_in_snapshot_log_to_keep: if cluster {
             options.snapshot_every.clamp(1, 1000)
+        } else {
+            0
         },
         max_payload_entries: 1024,
         snapshot_max_chunk_size: options
@@ -221,8 +221,6 @@ pub async fn start_durable(
     let groups = config.groups.max(1);
     let lock = Arc::new(DirLock::take(&options.data_dir, groups)?);
     check_dir(options, groups)?;
-    let raft_config =
-        Arc::new(raft_config(options).map_err(|reason| StartError::Raft { group: 0, reason })?);
     // Whether this node joined (or is joining) a cluster through another
     // member, as its data directory remembers.
     let joined = read_join(&options.data_dir)?;
@@ -239,6 +237,9 @@ pub async fn start_durable(
     let open =
         options.peers.len() <= 1 && options.cluster_token.is_some() && options.advertise.is_some();
     let cluster = options.peers.len() > 1 || join_via.is_some() || open;
+    let raft_config = Arc::new(
+        raft_config(options, cluster).map_err(|reason| StartError::Raft { group: 0, reason })?,
+    );
     if options.peers.len() > 1 && !options.peers.contains_key(&options.node_id) {
         return Err(StartError::Raft {
             group: 0,
@@ -315,11 +316,7 @@ pub async fn start_durable(
         let limit = options.snapshot_log_bytes.max(1);
         // What the log keeps behind a snapshot, for followers a little
         // behind; a single node has none.
-        let keep = if options.peers.is_empty() {
-            0
-        } else {
-            limit / 2
-        };
+        let keep = if cluster { limit / 2 } else { 0 };
         tokio::spawn(snapshot_by_bytes(
             group,
             raft.clone(),

@@ -609,8 +609,9 @@ impl Config {
 
     /// The cold tier the configuration asks for: `--cold-dir` or
     /// `--cold-url`; else, on a durable node, the local segment store in
-    /// the data directory's `segments/` (in a cluster, each node's own
-    /// copy: [`strand_cold::ReplicaSegments`]); else `None` (in memory).
+    /// the data directory's `segments/` (on a cluster's member — `--peer`,
+    /// `--join` or a cluster token — each node's own copy:
+    /// [`strand_cold::ReplicaSegments`]); else `None` (in memory).
     pub fn cold_tier(&self) -> Result<Option<strand_cold::ColdTier>, String> {
         if self.cold_dir.is_none()
             && self.cold_url.is_none()
@@ -626,7 +627,10 @@ impl Config {
                 cache_bytes: 0,
                 ..self.cold_config()
             };
-            if !self.peers.is_empty() {
+            // A cluster's member: static peers, a join, or a cluster token
+            // (a cluster of one that others may join, or a joined node
+            // restarting without --join).
+            if !self.peers.is_empty() || self.join.is_some() || self.cluster_token_file.is_some() {
                 let replica = strand_cold::ReplicaSegments::new(segments);
                 return Ok(Some(strand_cold::ColdTier::replicated(replica, config)));
             }

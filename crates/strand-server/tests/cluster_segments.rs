@@ -396,3 +396,71 @@ async fn a_damaged_or_truncated_copy_is_replaced_from_a_peer() {
         "the cut file has its length again"
     );
 }
+
+/// A cluster grown by joins keeps a copy of every flushed object on every
+/// node, as a static one does: node 1 starts alone (a cluster of one: it
+/// has a cluster token), flushes a stream's bytes to its segment files,
+/// nodes 2 and 3 join and fetch those objects, write their own copies of
+/// what is flushed afterwards, and serve both streams whole once node 1
+/// is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_grown_by_joins_keeps_a_copy_on_every_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let token = dir.join("cluster-token");
+    std::fs::write(&token, "a-cluster-token-of-enough-length").unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let args = |id: u64| {
+        let mut args: Vec<String> = vec![
+            "--listen".into(),
+            format!("127.0.0.1:{}", ports[(id - 1) as usize]),
+            "--data-dir".into(),
+            dir.join(format!("node-{id}")).display().to_string(),
+            "--node-id".into(),
+            id.to_string(),
+            "--groups".into(),
+            "2".into(),
+            "--cluster-token-file".into(),
+            token.display().to_string(),
+        ];
+        if id > 1 {
+            args.extend(["--join".into(), format!("http://127.0.0.1:{}", ports[0])]);
+        }
+        // The flushing and repair flags of the static clusters above.
+        let static_args = node_args(dir, id, &ports);
+        let flags = static_args
+            .iter()
+            .position(|a| a == "--cold-flush-bytes")
+            .unwrap();
+        args.extend(static_args[flags..].iter().cloned());
+        args
+    };
+    let mut nodes = vec![Some(start_args(&args(1)))];
+    let first = nodes[0].as_ref().unwrap().addr;
+    agreed_leader(&[first]).await;
+    let before = fill(first, "before", 64).await;
+    until("node 1 flushed the stream", || async {
+        !segment_files(dir, 1).is_empty()
+    })
+    .await;
+    for id in [2, 3] {
+        nodes.push(Some(start_args(&args(id))));
+    }
+    let addrs: Vec<SocketAddr> = nodes.iter().flatten().map(|n| n.addr).collect();
+    agreed_leader(&addrs).await;
+    let after = fill(addrs[1], "after", 64).await;
+    until("every node holds node 1's objects", || async {
+        let all = segment_files(dir, 1);
+        all.len() >= 2 && (2..=3).all(|id| segment_files(dir, id) == all)
+    })
+    .await;
+    nodes[0].take().unwrap().kill9();
+    for at in &addrs[1..] {
+        for (name, want) in [("before", &before), ("after", &after)] {
+            until(&format!("{name} whole on {at} without node 1"), || async {
+                read_all(*at, name).await.as_ref() == Some(want)
+            })
+            .await;
+        }
+    }
+}
