@@ -1,6 +1,6 @@
 //! Client requests a cluster member passes on to another member: a node
 //! that does not hold every group yet (it joined and is still receiving
-//! them) answers a stream's requests through a member that does, bodies
+//! them) answers its client routes through a member that does, bodies
 //! streamed both ways (writes, reads, long-polls and SSE alike).
 //!
 //! A passed-on request carries [`FORWARDED_BY`]; the member that receives

@@ -1473,9 +1473,9 @@ async fn sse_until(addr: SocketAddr, path: &str, want: &str) -> String {
 /// streams over 8 groups, node 2 joins, and node 1 (leader of every
 /// group, one membership change per round of 1 s) adds it to the groups
 /// one by one. Meanwhile node 2's health says `joining` (503), and its
-/// answers to reads, an append and an SSE read are node 1's, passed on
-/// (never its empty state's `404`); once it holds every group it answers
-/// every stream whole itself.
+/// answers to reads, an append, an SSE read and a listing are node 1's,
+/// passed on (never its empty state's `404` or empty list); once it holds
+/// every group it answers every stream whole itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
     const GROUPS: usize = 8;
@@ -1555,6 +1555,23 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
     .await;
     assert!(sse.starts_with("HTTP/1.1 200"), "{sse}");
     assert!(sse.contains("data:body of 1"), "{sse}");
+    let list = request(
+        second.addr,
+        "GET",
+        "/__strand/streams/default?prefix=joining-",
+        &[],
+        b"",
+    )
+    .await
+    .unwrap();
+    let listed = String::from_utf8_lossy(&list.body);
+    assert_eq!(list.status, 200, "{listed}");
+    assert!(
+        streams
+            .iter()
+            .all(|p| listed.contains(p.trim_start_matches("/v1/stream/"))),
+        "{listed}"
+    );
     let still = health().await;
     assert_eq!(
         still.map(|h| h.1),

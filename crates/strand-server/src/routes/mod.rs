@@ -32,7 +32,8 @@ pub const DS_PREFIX: &str = "/v1/stream/";
 pub const OPERATOR_ROUTES_CLOSED: &str = "the operator routes (/__strand/purge, /__strand/quota, /__strand/usage, /__strand/cold) are served only with authentication on, to a token with the admin right (--auth-secret-file or --auth-jwks-file), or on the admin listener (--admin-listen ADDR)";
 
 /// The answer of a cluster member that does not hold every group yet (it
-/// joined and is still receiving them) to every client request.
+/// joined and is still receiving them) to a client request it cannot pass
+/// on to another member.
 pub const JOINING: &str = "this node is joining its cluster and does not hold every group's data yet; retry, or send the request to another member";
 
 /// The answer of a node the cluster removed to every client request.
@@ -297,13 +298,18 @@ async fn route_request(
         if raft.removed() {
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, REMOVED));
         }
-        // Its empty state would answer 404 for streams that exist: a
-        // stream's requests go to a member that holds the data (at most
-        // one hop), the rest wait.
+        // Its empty state would answer 404 for streams that exist: the
+        // request goes to a member that holds the data (a stream's to its
+        // group's leader, the rest to group 0's), at most one hop.
         if !raft.holds_every_group() {
-            if let Route::Stream(named, _) | Route::Integrity(named) = &route
-                && !request.headers().contains_key(crate::proxy::FORWARDED_BY)
-                && let Some(to) = raft.forward_target(state.engine.group_for(&named.id))
+            let group = match &route {
+                Route::Stream(named, _) | Route::Integrity(named) => {
+                    state.engine.group_for(&named.id)
+                }
+                _ => 0,
+            };
+            if !request.headers().contains_key(crate::proxy::FORWARDED_BY)
+                && let Some(to) = raft.forward_target(group)
             {
                 let long_poll = state.config.long_poll_timeout();
                 return crate::proxy::forward(raft.node_id(), to, request, long_poll).await;
