@@ -202,7 +202,9 @@ pub async fn serve(state: AppState, request: Request) -> Response {
         .extensions()
         .get::<auth::Subject>()
         .map_or("-", |s| s.0.as_str());
-    if status.is_server_error() {
+    // A health check's 503 says "not ready" (no leader, joining): the
+    // answer it asks for, polled by load balancers, not a failure.
+    if status.is_server_error() && class != "health" {
         tracing::warn!(%method, path = uri.path(), status = status.as_u16(), subject, "request failed");
     } else {
         tracing::debug!(
