@@ -653,6 +653,12 @@ pub(crate) struct Writers {
 
 impl Writers {
     pub(crate) fn start(addrs: &[SocketAddr], streams: usize) -> Self {
+        Self::start_as("p", addrs, streams)
+    }
+
+    /// [`Writers::start`] with streams named `{prefix}0`, `{prefix}1`, …;
+    /// each stream's creation retried while the node answers 503.
+    pub(crate) fn start_as(prefix: &str, addrs: &[SocketAddr], streams: usize) -> Self {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let longest_us = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let tasks = (0..streams)
@@ -660,18 +666,27 @@ impl Writers {
                 let addrs = addrs.to_vec();
                 let stop = std::sync::Arc::clone(&stop);
                 let longest_us = std::sync::Arc::clone(&longest_us);
+                let stream = format!("{prefix}{s}");
                 tokio::spawn(async move {
-                    let stream = format!("p{s}");
-                    let r = request(
-                        addrs[s % addrs.len()],
-                        "PUT",
-                        &format!("/v1/stream/{stream}"),
-                        &[("Content-Type", "text/plain".to_owned())],
-                        b"",
-                    )
-                    .await
-                    .unwrap();
-                    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+                    let created = format!("{stream} created");
+                    eventually(&created, Duration::from_secs(60), || async {
+                        let r = request(
+                            addrs[s % addrs.len()],
+                            "PUT",
+                            &format!("/v1/stream/{stream}"),
+                            &[("Content-Type", "text/plain".to_owned())],
+                            b"",
+                        )
+                        .await
+                        .ok()?;
+                        match r.status {
+                            503 => None,
+                            // 200: created by an earlier try whose answer was lost.
+                            200 | 201 => Some(()),
+                            other => panic!("{other} {}", String::from_utf8_lossy(&r.body)),
+                        }
+                    })
+                    .await;
                     let mut acked = Vec::new();
                     // The longest wait for one acknowledgement.
                     let mut longest = Duration::ZERO;
@@ -1342,6 +1357,9 @@ async fn membership_changes_under_load_lose_nothing() {
     let started = Instant::now();
     nodes.push(Some(start_args(&args(6))));
     let sixth = nodes[5].as_ref().unwrap().addr;
+    // Producers writing through node 6 from its start: while it joins,
+    // it passes their appends on.
+    let through_sixth = Writers::start_as("j", &[sixth], 2);
     cluster_status(
         addrs[0],
         "node 6 takes its share",
@@ -1349,6 +1367,16 @@ async fn membership_changes_under_load_lose_nothing() {
     )
     .await;
     report.push(("join node 6", started.elapsed(), writers.take_longest()));
+    // Every append acknowledged through node 6 while it joined is on
+    // every node once, at its offset.
+    let mut six: Vec<SocketAddr> = addrs.clone();
+    six.push(sixth);
+    let (joined_total, joined_longest) = through_sixth.stop_and_verify(&six).await;
+    report.push((
+        "writes through node 6 while it joined",
+        started.elapsed(),
+        joined_longest,
+    ));
 
     // Node 2 is drained, then undrained.
     let admin = process::admin_addr(addrs[0]);
@@ -1432,6 +1460,7 @@ async fn membership_changes_under_load_lose_nothing() {
         }
     }
     let (total, _) = writers.stop_and_verify(&live_addrs).await;
+    let total = total + joined_total;
     assert_eq!(live_addrs[3], sixth);
     for (step, took, longest) in &report {
         eprintln!("membership: {step}: settled in {took:?}; longest wait for an ack {longest:?}");
