@@ -92,26 +92,42 @@ pub(crate) fn run_drain(
         writeln!(out, "node {} draining", args.node)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let started = Instant::now();
-    let left = wait_until_none(&server, args.wait_seconds, |status| {
-        led_by(status, args.node)
-    })?;
+    let node = args.node;
+    wait_and_report(
+        &server,
+        args.wait_seconds,
+        Instant::now(),
+        out,
+        |status| led_by(status, node),
+        |took| format!("node {node} drained: it leads no group ({took:.1} s)"),
+        |left| {
+            format!(
+                "node {node} still leads group(s) {left} after {} s; the drain goes on",
+                args.wait_seconds
+            )
+        },
+    )
+}
+
+/// Waits until `pending` finds nothing in the cluster's status
+/// ([`wait_until_none`]) and says so: `done` with the seconds since
+/// `started` (exit 0), or `still` with the groups left when the wait ran
+/// out (exit 1).
+fn wait_and_report(
+    server: &Server,
+    wait_seconds: u64,
+    started: Instant,
+    out: &mut dyn Write,
+    pending: impl Fn(&Value) -> Vec<String>,
+    done: impl FnOnce(f64) -> String,
+    still: impl FnOnce(&str) -> String,
+) -> anyhow::Result<ExitCode> {
+    let left = wait_until_none(server, wait_seconds, pending)?;
     if left.is_empty() {
-        writeln!(
-            out,
-            "node {} drained: it leads no group ({:.1} s)",
-            args.node,
-            started.elapsed().as_secs_f64()
-        )?;
+        writeln!(out, "{}", done(started.elapsed().as_secs_f64()))?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(
-        out,
-        "node {} still leads group(s) {} after {} s; the drain goes on",
-        args.node,
-        left.join(","),
-        args.wait_seconds
-    )?;
+    writeln!(out, "{}", still(&left.join(",")))?;
     Ok(ExitCode::FAILURE)
 }
 
@@ -166,26 +182,21 @@ pub(crate) fn run_remove(args: &RemoveArgs, out: &mut dyn Write) -> anyhow::Resu
         writeln!(out, "node {} removed from the cluster", args.node)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let left = wait_until_none(&server, args.wait_seconds, |status| {
-        held_by(status, args.node)
-    })?;
-    if left.is_empty() {
-        writeln!(
-            out,
-            "node {} removed: no group holds it ({:.1} s)",
-            args.node,
-            started.elapsed().as_secs_f64()
-        )?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    writeln!(
+    let node = args.node;
+    wait_and_report(
+        &server,
+        args.wait_seconds,
+        started,
         out,
-        "node {} is out of the cluster, but group(s) {} still hold it after {} s",
-        args.node,
-        left.join(","),
-        args.wait_seconds
-    )?;
-    Ok(ExitCode::FAILURE)
+        |status| held_by(status, node),
+        |took| format!("node {node} removed: no group holds it ({took:.1} s)"),
+        |left| {
+            format!(
+                "node {node} is out of the cluster, but group(s) {left} still hold it after {} s",
+                args.wait_seconds
+            )
+        },
+    )
 }
 
 /// The groups whose voters or learners include `node`.
