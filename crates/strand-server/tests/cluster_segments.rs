@@ -433,6 +433,8 @@ async fn a_cluster_grown_by_joins_keeps_a_copy_on_every_node() {
             .position(|a| a == "--cold-flush-bytes")
             .unwrap();
         args.extend(static_args[flags..].iter().cloned());
+        // Place the joined nodes as voters within a few seconds.
+        args.extend(["--leader-balance-interval-ms".into(), "200".into()]);
         args
     };
     let mut nodes = vec![Some(start_args(&args(1)))];
@@ -452,6 +454,16 @@ async fn a_cluster_grown_by_joins_keeps_a_copy_on_every_node() {
     until("every node holds node 1's objects", || async {
         let all = segment_files(dir, 1);
         all.len() >= 2 && (2..=3).all(|id| segment_files(dir, id) == all)
+    })
+    .await;
+    // Node 1 may go only once every group has all three voters: a group
+    // still voting on {1, 2} would have no majority without it.
+    crate::cluster::cluster_status(addrs[1], "three voters in every group", |v| {
+        v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["voters"] == serde_json::json!([1, 2, 3]))
     })
     .await;
     nodes[0].take().unwrap().kill9();
