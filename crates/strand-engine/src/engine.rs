@@ -153,6 +153,8 @@ struct Inner {
     shutdown: watch::Sender<bool>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
     cold: std::sync::OnceLock<Arc<dyn ColdReader>>,
+    /// The groups this node holds, and how it asks about the others.
+    remote: std::sync::OnceLock<Arc<dyn crate::remote::RemoteGroups>>,
     /// Each group's log, for a replicated engine (set when attached).
     logs: Vec<std::sync::OnceLock<Arc<dyn GroupLog>>>,
     /// Whether the groups apply through logs ([`Engine::start_replicated`]).
@@ -190,6 +192,7 @@ impl Engine {
                 shutdown,
                 tasks: std::sync::Mutex::new(tasks),
                 cold: std::sync::OnceLock::new(),
+                remote: std::sync::OnceLock::new(),
                 logs,
                 replicated,
                 replica,
@@ -493,6 +496,11 @@ impl Engine {
         .await
     }
 
+    /// The slot of the installed [`RemoteGroups`](crate::RemoteGroups).
+    pub(crate) fn remote(&self) -> &std::sync::OnceLock<Arc<dyn crate::remote::RemoteGroups>> {
+        &self.inner.remote
+    }
+
     /// Installs the cold tier that serves reads below the hot buffers.
     /// Only the first call takes effect; it answers whether it did.
     pub fn set_cold_reader(&self, reader: Arc<dyn ColdReader>) -> bool {
@@ -604,50 +612,13 @@ impl Engine {
         .await
     }
 
-    /// A bucket's usage summed over the groups; `None` when no group knows
-    /// the bucket.
-    pub async fn bucket_usage(
-        &self,
-        bucket_id: &str,
-    ) -> Result<Option<BucketUsageSnapshot>, EngineError> {
-        let mut total: Option<BucketUsageSnapshot> = None;
-        for group in 0..self.inner.groups.len() {
-            let bucket = bucket_id.to_owned();
-            let found = self
-                .query_group(group, move |m| {
-                    m.bucket_usage_report()
-                        .into_iter()
-                        .find(|u| u.bucket_id == bucket)
-                })
-                .await?;
-            if let Some(u) = found {
-                total = Some(match total {
-                    None => u,
-                    Some(t) => add_usage(t, &u),
-                });
-            }
-        }
-        Ok(total)
-    }
-
-    /// Whether a bucket exists in any group.
-    pub async fn bucket_exists(&self, bucket_id: &str) -> Result<bool, EngineError> {
-        for group in 0..self.inner.groups.len() {
-            let bucket = bucket_id.to_owned();
-            if self
-                .query_group(group, move |m| m.bucket_exists(&bucket))
-                .await?
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// Hot bytes held by every group together.
+    /// Hot bytes held by every group this node holds together.
     pub async fn hot_bytes(&self) -> Result<u64, EngineError> {
         let mut total = 0u64;
         for group in 0..self.inner.groups.len() {
+            if !self.holds_group(group) {
+                continue;
+            }
             total = total.saturating_add(
                 self.query_group(group, |m| m.total_hot_payload_bytes())
                     .await?,
@@ -689,7 +660,10 @@ impl Engine {
     }
 }
 
-fn add_usage(mut a: BucketUsageSnapshot, b: &BucketUsageSnapshot) -> BucketUsageSnapshot {
+pub(crate) fn add_usage(
+    mut a: BucketUsageSnapshot,
+    b: &BucketUsageSnapshot,
+) -> BucketUsageSnapshot {
     let (x, y) = (&mut a.usage, &b.usage);
     x.committed_append_bytes = x
         .committed_append_bytes

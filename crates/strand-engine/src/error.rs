@@ -56,6 +56,10 @@ pub enum Unavailable {
     /// What it took before is written once space is freed.
     #[error("its log is waiting for disk space")]
     DiskFull,
+    /// This node does not hold the group, and no node that holds it
+    /// answered a question about it.
+    #[error("no node that holds it answered")]
+    Remote,
 }
 
 impl From<Unavailable> for EngineError {

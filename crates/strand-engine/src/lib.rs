@@ -25,11 +25,14 @@
 //! snapshots), `error` ([`EngineError`]), `ops` (typed requests and
 //! outcomes), `forks` (fork steps across groups and the unpin janitor),
 //! `waiters` (parked live readers), `replica` (a node's copy of flushed
-//! bytes), `placement`, `clock`. No module imports one that imports it
-//! back: `engine` builds on `group`, `log` and `applier`; `forks` and
-//! `start` build on `engine`.
+//! bytes), `remote` (questions to groups this node may not hold) and
+//! `asking` (asking and answering them), `placement`, `clock`. No module
+//! imports one that imports it back: `engine` builds on `group`, `log`,
+//! `applier` and `remote`; `forks`, `asking` and `start` build on
+//! `engine`.
 
 mod applier;
+mod asking;
 mod clock;
 mod engine;
 mod error;
@@ -38,6 +41,7 @@ mod group;
 mod log;
 mod ops;
 mod placement;
+mod remote;
 mod replica;
 mod start;
 mod waiters;
@@ -53,6 +57,7 @@ pub use group::{media_type, same_media_type};
 pub use log::{EntryOutcome, GroupEntry, GroupLog, GroupStatus, LogFuture, ProposalDone};
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};
+pub use remote::{AnswerError, BucketExists, BucketUsage, GroupQuery, RemoteAnswer, RemoteGroups};
 pub use replica::{FlushedPiece, Reclaimed, SegmentPeers, SegmentReplica};
 pub use start::GroupLink;
 pub use waiters::AppendNotice;

@@ -3,6 +3,7 @@
 
 mod engine;
 mod forks;
+mod remote;
 
 use std::time::Duration;
 

@@ -36,13 +36,16 @@
 //! Modules: `start` (options, startup, snapshot by bytes), `error` (why a
 //! node could not start), `lock` (the
 //! data directory's lock), `proposer` (a group's `GroupLog`), `node` (the
-//! node handle and the receiving side of peer messages), `wire` (message
+//! node handle and the receiving side of peer messages), `asking`
+//! (questions about groups this node does not hold, asked at members
+//! that do: [`ASK_PATH`]), `wire` (message
 //! kinds and the batch format), `batch` (the sending side of batches),
 //! `network` (openraft's network over HTTP, segment fetches), `http` (the
 //! peer HTTP client), `stats` (counters), `log_store` and `segment` (the
 //! log), `state_machine` and `snapshot_file` (applying and snapshots),
 //! `types` (openraft's type configuration), `sync` (small helpers).
 
+mod asking;
 mod balance;
 mod batch;
 mod cluster;
@@ -64,6 +67,7 @@ mod sync;
 mod types;
 mod wire;
 
+pub use asking::ASK_PATH;
 pub use balance::{BalanceStats, DEFAULT_BALANCE_INTERVAL_MS, MAX_HANDOFF_VOTERS};
 pub use batch::BATCHES_IN_FLIGHT;
 pub use cluster::{

@@ -170,13 +170,25 @@ impl RaftNode {
         replication_factor: usize,
     ) -> Self {
         let (links, peers) = peers.unzip();
+        let balance: Arc<Balance> = Arc::default();
+        if let (Some(links), Some(client)) = (&links, &peers) {
+            // Questions over groups this node does not hold go to members
+            // that do.
+            engine.set_remote_groups(Arc::new(crate::asking::Asker {
+                me: node_id,
+                metrics: groups.iter().map(|g| g.raft().metrics()).collect(),
+                links: Arc::clone(links),
+                client: client.clone(),
+                balance: Arc::clone(&balance),
+            }));
+        }
         Self {
             engine,
             groups: groups.into(),
             node_id,
             peers,
             links,
-            balance: Arc::default(),
+            balance,
             replication_factor,
             held_all: Arc::default(),
         }
@@ -491,15 +503,9 @@ impl RaftNode {
         if self.peers.is_none() {
             return true;
         }
-        self.groups.get(group).is_some_and(|g| {
-            g.raft()
-                .metrics()
-                .borrow()
-                .membership_config
-                .membership()
-                .nodes()
-                .any(|(id, _)| *id == self.node_id)
-        })
+        self.groups
+            .get(group)
+            .is_some_and(|g| crate::asking::member_of(&g.raft().metrics().borrow(), self.node_id))
     }
 
     /// Whether this node holds every group ([`RaftNode::holds`]): false

@@ -143,6 +143,12 @@ impl From<EngineError> for ApiError {
                 Self::new(StatusCode::INSUFFICIENT_STORAGE, error.to_string())
                     .with_header(header::RETRY_AFTER, "5")
             }
+            // A question, not a write: say so.
+            EngineError::Unavailable(Unavailable::Remote) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this node does not hold one of the groups the request needs, and no member that holds it answered",
+            )
+            .with_header(header::RETRY_AFTER, "1"),
             EngineError::Busy | EngineError::TooManyWaiters | EngineError::Unavailable(_) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
                     .with_header(header::RETRY_AFTER, "1")

@@ -13,8 +13,8 @@
 
 use std::ops::Bound;
 
-use serde::Serialize;
-use strand_engine::{Engine, EngineError};
+use serde::{Deserialize, Serialize};
+use strand_engine::{Engine, EngineError, GroupQuery};
 
 use crate::errors::ApiError;
 use crate::names;
@@ -28,7 +28,7 @@ const SCAN_BUDGET: usize = 4096;
 
 /// A listing's query: `prefix`, `after` (the previous page's `next`) and
 /// `limit`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ListQuery {
     /// Names start with this (empty: every stream).
     pub prefix: String,
@@ -99,7 +99,7 @@ impl ListQuery {
 }
 
 /// One listed stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Listed {
     /// The cursor after it: its path in the bucket.
     pub path: String,
@@ -127,7 +127,8 @@ pub(crate) struct Page {
 }
 
 /// What one group found.
-struct GroupPage {
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct GroupPage {
     found: Vec<Listed>,
     /// Everything up to this path was looked at; `None`: all of it.
     stopped_at: Option<String>,
@@ -161,17 +162,15 @@ async fn page_within(
     let mut found = Vec::new();
     let mut end: Option<String> = None;
     for group in 0..engine.group_count() {
-        let (default_bucket, bucket, ranges, query) = (
-            default_bucket.to_owned(),
-            bucket.to_owned(),
-            ranges.clone(),
-            query.clone(),
-        );
-        let page = engine
-            .query_group(group, move |m| {
-                scan(m, &default_bucket, &bucket, &ranges, &query, now_ms, budget)
-            })
-            .await?;
+        let scan = ListScan {
+            default_bucket: default_bucket.to_owned(),
+            bucket: bucket.to_owned(),
+            ranges: ranges.clone(),
+            query: query.clone(),
+            now_ms,
+            budget,
+        };
+        let page = engine.ask(group, scan).await?;
         if let Some(stopped) = page.stopped_at
             && end.as_ref().is_none_or(|e| stopped < *e)
         {
@@ -194,6 +193,34 @@ async fn page_within(
         streams: found,
         next,
     })
+}
+
+/// One group's part of a page, as a question another node can answer
+/// for a group this node does not hold.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ListScan {
+    default_bucket: String,
+    bucket: String,
+    ranges: Vec<String>,
+    query: ListQuery,
+    now_ms: u64,
+    budget: usize,
+}
+
+impl GroupQuery for ListScan {
+    const KIND: &'static str = "list-scan";
+    type Answer = GroupPage;
+    fn run(self, m: &strand::StreamStateMachine) -> GroupPage {
+        scan(
+            m,
+            &self.default_bucket,
+            &self.bucket,
+            &self.ranges,
+            &self.query,
+            self.now_ms,
+            self.budget,
+        )
+    }
 }
 
 /// One group's part of a page.

@@ -1503,8 +1503,10 @@ async fn sse_until(addr: SocketAddr, path: &str, want: &str) -> String {
 /// group, one membership change per round of 1 s) adds it to the groups
 /// one by one. Meanwhile node 2's health says `joining` (503), and its
 /// answers to reads, an append, an SSE read and a listing are node 1's,
-/// passed on (never its empty state's `404` or empty list); once it holds
-/// every group it answers every stream whole itself.
+/// passed on (never its empty state's `404` or empty list) — a listing
+/// and a bucket's existence it answers itself, asking node 1 about the
+/// groups it does not hold yet; once it holds every group it answers
+/// every stream whole itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
     const GROUPS: usize = 8;
@@ -1525,6 +1527,8 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
         assert_eq!(r.status, 201, "{path}");
         append_to(first.addr, path, format!("body of {i}").as_bytes()).await;
     }
+    let r = request(first.addr, "PUT", "/acme", &[], b"").await.unwrap();
+    assert_eq!(r.status, 201);
     let second = start_args(&args(2));
     let health = || async {
         let r = request(second.addr, "GET", "/__strand/health", &[], b"")
@@ -1601,6 +1605,16 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
             .all(|p| listed.contains(p.trim_start_matches("/v1/stream/"))),
         "{listed}"
     );
+    // A bucket's existence, asked about every group it does not hold.
+    for (bucket, want) in [("/acme", 200), ("/nosuch", 404)] {
+        let r = request(second.addr, "GET", bucket, &[], b"").await.unwrap();
+        assert_eq!(
+            r.status,
+            want,
+            "{bucket}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
     let still = health().await;
     assert_eq!(
         still.map(|h| h.1),

@@ -865,6 +865,65 @@ async fn raft_messages_for_missing_groups_are_not_found() {
     node.engine.shutdown().await;
 }
 
+/// A member's question about a group it does not hold
+/// (`POST /__strand/raft/ask/{group}/{kind}`) is answered from this
+/// node's machine as JSON; an unknown question or group is 404 and a body
+/// that is not the question 400, and nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_about_a_group_are_answered_from_its_machine() {
+    let s = TestServer::start().await;
+    let r = s.put("/acme").send().await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    let ask = |path: &str, body: &str| s.post(path).body(body.as_bytes().to_vec()).send();
+    let r = ask("/__strand/raft/ask/0/bucket-exists", r#"{"bucket":"acme"}"#).await;
+    assert_eq!((r.status, r.text()), (StatusCode::OK, "true"));
+    let r = ask(
+        "/__strand/raft/ask/1/bucket-exists",
+        r#"{"bucket":"nosuch"}"#,
+    )
+    .await;
+    assert_eq!((r.status, r.text()), (StatusCode::OK, "false"));
+    // A group that holds none of the bucket's streams knows no usage.
+    let r = ask(
+        "/__strand/raft/ask/0/bucket-usage",
+        r#"{"bucket":"nosuch"}"#,
+    )
+    .await;
+    assert_eq!((r.status, r.text()), (StatusCode::OK, "null"));
+    for (path, body, status) in [
+        (
+            "/__strand/raft/ask/0/no-such-question",
+            "{}",
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "/__strand/raft/ask/99/bucket-exists",
+            r#"{"bucket":"acme"}"#,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "/__strand/raft/ask/x/bucket-exists",
+            r#"{"bucket":"acme"}"#,
+            StatusCode::NOT_FOUND,
+        ),
+        ("/__strand/raft/ask/0", "{}", StatusCode::NOT_FOUND),
+        (
+            "/__strand/raft/ask/0/bucket-exists",
+            r#"{"bucket":7}"#,
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "/__strand/raft/ask/0/list-scan",
+            "not json",
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let r = ask(path, body).await;
+        assert_eq!(r.status, status, "{path}: {}", r.text());
+    }
+    s.stop().await;
+}
+
 /// `strand_server::app`, the routes as an axum `Router` for embedding,
 /// answers like the server itself (which calls the same `routes::serve` without
 /// a router): create, append, read, with the CORS headers.

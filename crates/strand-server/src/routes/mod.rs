@@ -302,8 +302,13 @@ async fn route_request(
         }
         // Its empty state would answer 404 for streams that exist: the
         // request goes to a member that holds the data (a stream's to its
-        // group's leader, the rest to group 0's), at most one hop.
-        if !raft.holds_every_group() {
+        // group's leader, the rest to group 0's), at most one hop. A
+        // listing and a bucket's existence are answered here: the engine
+        // asks a member about each group this node does not hold yet.
+        let asks_others = matches!(route, Route::List { .. })
+            || (matches!(route, Route::Bucket(..))
+                && matches!(*request.method(), Method::GET | Method::HEAD));
+        if !asks_others && !raft.holds_every_group() {
             let group = match &route {
                 Route::Stream(named, _) | Route::Integrity(named) => {
                     state.engine.group_for(&named.id)
@@ -331,6 +336,7 @@ async fn route_request(
         Route::Raft(RaftRoute::Drain) => Ok(raft::drain(&state, request).await),
         Route::Raft(RaftRoute::Remove) => Ok(raft::remove(&state, request).await),
         Route::Raft(RaftRoute::Join) => Ok(raft::join(&state, request).await),
+        Route::Raft(RaftRoute::Ask(rest)) => Ok(raft::ask(&state, &rest, request).await),
         Route::Raft(RaftRoute::Message(rest)) => Ok(raft::message(&state, &rest, request).await),
         Route::Stream(named, layout) => {
             let (parts, body) = request.into_parts();

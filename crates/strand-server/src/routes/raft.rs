@@ -206,3 +206,48 @@ async fn node_and_body<'a, T: serde::de::DeserializeOwned>(
     })?;
     Ok((raft, value))
 }
+
+/// `POST /__strand/raft/ask/{group}/{kind}`: another member's question
+/// about a group it does not hold ([`strand_raft::ASK_PATH`]), answered
+/// from this node's machine: `200` and the JSON answer; `503` when this
+/// node does not hold the group either, `404` for a kind or group it does
+/// not know, `400` for a body that is not the question.
+pub(super) async fn ask(state: &AppState, rest: &str, request: Request) -> Response {
+    use strand_engine::{AnswerError, BucketExists, BucketUsage, GroupQuery};
+    let text = |status: StatusCode, what: String| (status, format!("{what}\n")).into_response();
+    let Some((group, kind)) = rest.split_once('/') else {
+        return text(StatusCode::NOT_FOUND, "no such question".to_owned());
+    };
+    let Ok(group) = group.parse::<usize>() else {
+        return text(StatusCode::NOT_FOUND, "no such group".to_owned());
+    };
+    // A question is small: a listing's cursor and prefix at most.
+    let body = match axum::body::to_bytes(request.into_body(), 64 << 10).await {
+        Ok(b) => b,
+        Err(e) => return text(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
+    };
+    let engine = &state.engine;
+    let answer = match kind {
+        BucketExists::KIND => engine.answer_here::<BucketExists>(group, &body).await,
+        BucketUsage::KIND => engine.answer_here::<BucketUsage>(group, &body).await,
+        crate::listing::ListScan::KIND => {
+            engine
+                .answer_here::<crate::listing::ListScan>(group, &body)
+                .await
+        }
+        _ => return text(StatusCode::NOT_FOUND, format!("no question {kind}")),
+    };
+    match answer {
+        Ok(json) => (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            json,
+        )
+            .into_response(),
+        Err(e @ AnswerError::NoSuchGroup(_)) => text(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ AnswerError::Malformed { .. }) => text(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e @ (AnswerError::NotHeld(_) | AnswerError::Engine(_))) => {
+            text(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! | `GET`, `HEAD` | `/__strand/health` | [`Route::Health`] | open |
 //! | any | `/__strand/console`, `/__strand/console/{file}` | [`Route::Console`] | open (the files hold no data) |
 //! | `GET` | `/metrics` | [`Route::Metrics`] | admin on `*`; closed on the client listener without authentication |
-//! | `POST` (client listener) | `/__strand/raft/batch`, `…/segment`, `…/{group}/{kind}` | [`Route::Raft`] | the cluster token |
+//! | `POST` (client listener) | `/__strand/raft/batch`, `…/segment`, `…/{group}/{kind}`, `…/ask/{group}/{kind}` | [`Route::Raft`] | the cluster token |
 //! | any (admin listener) | not an operator route | 404 | |
 //! | any | `/v1/stream/{name…}` | [`Route::Stream`] (the mount) | read (`GET`, `HEAD`) or write on the stream's name |
 //! | any | `/__strand/integrity/{bucket}/[{affinity}/]{stream}` | [`Route::Integrity`] | read on the stream |
@@ -92,6 +92,9 @@ pub(super) enum RaftRoute {
     Remove,
     /// `POST /__strand/raft/join`: admit a new member.
     Join,
+    /// `POST /__strand/raft/ask/{group}/{kind}`: a member's question about
+    /// a group it does not hold; the path after `ask/`.
+    Ask(String),
     /// `POST /__strand/raft/{group}/{kind}`: the path after `raft/`.
     Message(String),
 }
@@ -153,7 +156,10 @@ pub(super) fn classify(
             "drain" => RaftRoute::Drain,
             "remove" => RaftRoute::Remove,
             "join" => RaftRoute::Join,
-            _ => RaftRoute::Message(rest.to_owned()),
+            _ => match rest.strip_prefix("ask/") {
+                Some(asked) => RaftRoute::Ask(asked.to_owned()),
+                None => RaftRoute::Message(rest.to_owned()),
+            },
         }));
     }
     if plane == Plane::Admin && !is_operator_path(path) {
@@ -448,6 +454,9 @@ mod tests {
             route(Method::POST, "/__strand/raft/3/append"),
             Route::Raft(RaftRoute::Message("3/append".to_owned()))
         );
+        let r = route(Method::POST, "/__strand/raft/ask/3/bucket-exists");
+        assert_eq!(r, Route::Raft(RaftRoute::Ask("3/bucket-exists".to_owned())));
+        assert_eq!(r.access(&Method::POST), Access::ClusterToken);
         let r = route(Method::GET, "/__strand/integrity/acme/aff/s");
         assert_eq!(
             r.access(&Method::GET),

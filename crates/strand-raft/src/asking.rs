@@ -1,0 +1,112 @@
+//! Questions about groups this node does not hold, asked at the members
+//! that do ([`strand_engine::RemoteGroups`]).
+//!
+//! A node holds a group once its own log names it a member (voter or
+//! learner); a node that joined holds none until each group's leader has
+//! added it. The engine answers a question over a group it does not hold
+//! ([`strand_engine::GroupQuery`]) by posting it to [`ASK_PATH`] on
+//! another member — the group's leader as the last balancing round's
+//! views said, then the other members in turn — which answers from its
+//! own machine or refuses (`503`) when it does not hold the group either.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use strand_engine::{EngineError, RemoteAnswer, RemoteGroups, Unavailable};
+use tokio::sync::watch;
+
+use crate::balance::Balance;
+use crate::network::{ClusterLinks, PeerClient};
+use crate::types::NodeId;
+
+/// The route a member answers another's questions on:
+/// `POST /__strand/raft/ask/{group}/{kind}` with the cluster token, the
+/// question as the JSON body; `200` and the JSON answer, `503` when it
+/// does not hold the group, `404` for a kind or group it does not know,
+/// `400` for a body that is not the question.
+pub const ASK_PATH: &str = "/__strand/raft/ask";
+
+/// How long one member may take to answer a question.
+const ASK_TIMEOUT: Duration = Duration::from_secs(5);
+
+type Metrics = openraft::RaftMetrics<NodeId, openraft::BasicNode>;
+
+/// Whether `metrics` show that this node (`me`) holds the group's state:
+/// its membership names `me` (voter or learner), and the node has
+/// applied the log up to that membership's entry, so its machine holds
+/// the group's history up to its admission.
+pub(crate) fn member_of(metrics: &Metrics, me: NodeId) -> bool {
+    let stored = &metrics.membership_config;
+    stored.membership().nodes().any(|(id, _)| *id == me)
+        && stored.log_id().as_ref().map(|l| l.index)
+            <= metrics.last_applied.as_ref().map(|l| l.index)
+}
+
+/// A cluster member's [`RemoteGroups`].
+pub(crate) struct Asker {
+    pub(crate) me: NodeId,
+    /// Each group's metrics, as this node's Raft reports them.
+    pub(crate) metrics: Vec<watch::Receiver<Metrics>>,
+    pub(crate) links: Arc<ClusterLinks>,
+    pub(crate) client: PeerClient,
+    pub(crate) balance: Arc<Balance>,
+}
+
+impl Asker {
+    /// Who to ask about `group`, in order: its leader as last seen, then
+    /// every other member; each with its URL.
+    fn targets(&self, group: usize) -> Vec<(NodeId, String)> {
+        let me = self.me;
+        let mut ids: Vec<NodeId> = self
+            .balance
+            .leader_seen(group)
+            .into_iter()
+            .filter(|&l| l != me)
+            .collect();
+        let members: Vec<NodeId> = match self.metrics.first() {
+            Some(group0) => crate::balance::registry(std::slice::from_ref(&*group0.borrow())),
+            None => Default::default(),
+        }
+        .into_iter()
+        .chain(self.links.addrs().into_keys())
+        .collect();
+        for id in members {
+            if id != me && !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        ids.into_iter()
+            .filter_map(|id| self.links.get(id).map(|url| (id, url)))
+            .collect()
+    }
+}
+
+impl RemoteGroups for Asker {
+    fn holds(&self, group: usize) -> bool {
+        self.metrics
+            .get(group)
+            .is_some_and(|m| member_of(&m.borrow(), self.me))
+    }
+
+    fn ask(&self, group: usize, kind: &'static str, query: Vec<u8>) -> RemoteAnswer {
+        let targets = self.targets(group);
+        let client = self.client.clone();
+        let token = self.links.token.clone();
+        let path = format!("{ASK_PATH}/{group}/{kind}");
+        Box::pin(async move {
+            for (id, url) in targets {
+                match client
+                    .http
+                    .post(&url, &path, query.clone(), token.as_deref(), ASK_TIMEOUT)
+                    .await
+                {
+                    Ok(answer) => return Ok(answer.to_vec()),
+                    Err(e) => {
+                        tracing::debug!(group, kind, node = id, error = %e, "a member did not answer a question");
+                    }
+                }
+            }
+            Err(EngineError::Unavailable(Unavailable::Remote))
+        })
+    }
+}
