@@ -167,10 +167,9 @@ impl RaftNode {
         groups: Vec<Arc<RaftGroup>>,
         node_id: NodeId,
         peers: Option<(Arc<ClusterLinks>, PeerClient)>,
-        replication_factor: usize,
+        (replication_factor, balance): (usize, Arc<Balance>),
     ) -> Self {
         let (links, peers) = peers.unzip();
-        let balance: Arc<Balance> = Arc::default();
         if let (Some(links), Some(client)) = (&links, &peers) {
             // Questions over groups this node does not hold go to members
             // that do.

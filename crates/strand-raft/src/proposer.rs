@@ -13,6 +13,7 @@ use strand_engine::{
 };
 use tokio::sync::mpsc;
 
+use crate::balance::Balance;
 use crate::lock::DirLock;
 use crate::log_store::LogStore;
 use crate::network::{ClusterLinks, PeerClient};
@@ -64,7 +65,7 @@ impl RaftGroup {
         group: usize,
         raft: Raft<TypeConfig>,
         log: LogStore,
-        cluster: Option<(Arc<ClusterLinks>, PeerClient)>,
+        cluster: Option<(Arc<ClusterLinks>, PeerClient, Arc<Balance>)>,
     ) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
         let proposer = raft.clone();
@@ -112,13 +113,46 @@ impl RaftGroup {
                                 Ok(Ok(Ok(response))) => Ok(response.data),
                                 Ok(Ok(Err(
                                     openraft::error::ClientWriteError::ForwardToLeader(f),
-                                ))) => match (copy, f.leader_id, f.leader_node) {
-                                    (Some(((links, client), entry)), Some(id), Some(node)) => {
-                                        let addr = links.addr_of(id, &node.addr);
-                                        let to = (id, addr);
-                                        forward_to(&local, &client, to, &links, group, &entry).await
+                                ))) => match copy {
+                                    Some(((links, client, balance), entry)) => {
+                                        // A group this node does not hold
+                                        // has no leader it knows of: the
+                                        // members' views name one.
+                                        let held = {
+                                            let m = local.metrics();
+                                            let m = m.borrow();
+                                            crate::asking::member_of(&m, m.id)
+                                        };
+                                        let leader = if held {
+                                            f.leader_id.zip(f.leader_node).map(|(id, node)| {
+                                                (id, links.addr_of(id, &node.addr))
+                                            })
+                                        } else {
+                                            // Before a view names one: any
+                                            // other member (one that does
+                                            // not lead says so, and the
+                                            // next view is awaited).
+                                            let me = local.metrics().borrow().id;
+                                            balance
+                                                .leader_seen(group)
+                                                .into_iter()
+                                                .chain(links.addrs().into_keys())
+                                                .filter(|&id| id != me)
+                                                .find_map(|id| Some((id, links.get(id)?)))
+                                        };
+                                        match leader {
+                                            Some(to) => {
+                                                let how = Forward {
+                                                    client: &client,
+                                                    links: &links,
+                                                    balance: (!held).then_some(&*balance),
+                                                };
+                                                forward_to(&local, &how, to, group, &entry).await
+                                            }
+                                            None => Err(Unavailable::NoLeader.into()),
+                                        }
                                     }
-                                    _ => Err(Unavailable::NoLeader.into()),
+                                    None => Err(Unavailable::NoLeader.into()),
                                 },
                                 Ok(Ok(Err(_))) => Err(Unavailable::LogFailed.into()),
                                 // The core dropped the entry's responder:
@@ -410,20 +444,32 @@ fn answer_all(dones: Vec<ProposalDone>, outcome: Result<EntryOutcome, EngineErro
     }
 }
 
+/// How [`forward_to`] reaches the leader.
+struct Forward<'a> {
+    client: &'a PeerClient,
+    links: &'a ClusterLinks,
+    /// For a group this node does not hold: where the members' views say
+    /// its leader is (this node's own Raft knows none, and it applies
+    /// nothing of the group).
+    balance: Option<&'a Balance>,
+}
+
 /// Proposes an entry on the leader `(id, addr)`, then waits until this
 /// node has applied it too, so a client reading from this node after the
-/// answer sees its own write. A leader that answers it no longer leads
-/// ([`NOT_LEADER`]: it did not append the entry, as during a leadership
-/// hand-off) is followed to the leader this node learns of next, twice at
-/// most; any other failure is the answer.
+/// answer sees its own write (a node that does not hold the group answers
+/// at once: its requests for the group go to the members that do). A
+/// leader that answers it no longer leads ([`NOT_LEADER`]: it did not
+/// append the entry, as during a leadership hand-off) is followed to the
+/// leader this node learns of next, twice at most; any other failure is
+/// the answer.
 async fn forward_to(
     local: &Raft<TypeConfig>,
-    client: &PeerClient,
+    how: &Forward<'_>,
     (mut leader, mut addr): (crate::types::NodeId, String),
-    links: &ClusterLinks,
     group: usize,
     entry: &GroupEntry,
 ) -> Result<EntryOutcome, EngineError> {
+    let (client, links) = (how.client, how.links);
     let body = rmp_serde::to_vec_named(entry).map_err(|_| Unavailable::Forwarding)?;
     let path = RaftMessage::Propose.path(group);
     let mut tries = 0;
@@ -448,23 +494,13 @@ async fn forward_to(
         match result {
             Ok(done) => break done,
             Err(e) if e.starts_with(NOT_LEADER) && tries < 3 => {
-                let next = local
-                    .wait(Some(Duration::from_secs(2)))
-                    .metrics(
-                        |m| m.current_leader.is_some_and(|l| l != leader),
-                        "the group's next leader",
-                    )
-                    .await
-                    .map_err(|_| Unavailable::NoLeader)?;
-                let Some(id) = next.current_leader else {
+                let next = match how.balance {
+                    Some(balance) => seen_leader_after(balance, group, leader).await,
+                    None => local_leader_after(local, leader).await,
+                };
+                let Some((id, recorded)) = next else {
                     return Err(Unavailable::NoLeader.into());
                 };
-                let recorded = next
-                    .membership_config
-                    .membership()
-                    .get_node(&id)
-                    .map(|n| n.addr.clone())
-                    .unwrap_or_default();
                 leader = id;
                 addr = links.addr_of(id, &recorded);
             }
@@ -474,6 +510,9 @@ async fn forward_to(
             }
         }
     };
+    if how.balance.is_some() {
+        return Ok(outcome);
+    }
     // The entry is committed; without the local apply only read-your-writes
     // suffers, so a timeout here still answers with the outcome.
     if let Err(e) = local
@@ -484,6 +523,49 @@ async fn forward_to(
         tracing::debug!(error = %e, index, "a forwarded write is not applied here yet");
     }
     Ok(outcome)
+}
+
+/// The group's next leader after `leader` as this node's Raft learns of
+/// it (within 2 s), with the address its membership recorded.
+async fn local_leader_after(
+    local: &Raft<TypeConfig>,
+    leader: crate::types::NodeId,
+) -> Option<(crate::types::NodeId, String)> {
+    let next = local
+        .wait(Some(Duration::from_secs(2)))
+        .metrics(
+            |m| m.current_leader.is_some_and(|l| l != leader),
+            "the group's next leader",
+        )
+        .await
+        .ok()?;
+    let id = next.current_leader?;
+    let recorded = next
+        .membership_config
+        .membership()
+        .get_node(&id)
+        .map(|n| n.addr.clone())
+        .unwrap_or_default();
+    Some((id, recorded))
+}
+
+/// The group's next leader after `leader` as the members' views name it
+/// (the balancing rounds refresh them; within 3 s).
+async fn seen_leader_after(
+    balance: &Balance,
+    group: usize,
+    leader: crate::types::NodeId,
+) -> Option<(crate::types::NodeId, String)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        if let Some(id) = balance.leader_seen(group).filter(|&l| l != leader) {
+            return Some((id, String::new()));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 impl GroupLog for RaftGroup {

@@ -256,6 +256,9 @@ pub async fn start_durable(
     let (engine, links) = Engine::start_replicated(config, clock);
     // One pool of peer connections for every group of the node.
     let client = PeerClient::new(options.cluster_token.as_deref());
+    // Leadership moves, and the leaders the members last saw (a group
+    // this node does not hold forwards its proposals there).
+    let balance: Arc<crate::balance::Balance> = Arc::default();
     if let Some(replica) = &options.segment_replica {
         engine.set_segment_replica(Arc::clone(replica));
         if let Some(links) = &cluster_links {
@@ -370,7 +373,9 @@ pub async fn start_durable(
             group,
             raft.clone(),
             log_handle,
-            cluster_links.clone().map(|links| (links, client.clone())),
+            cluster_links
+                .clone()
+                .map(|links| (links, client.clone(), Arc::clone(&balance))),
         );
         raft_group.dir_lock = std::sync::Mutex::new(Some(Arc::clone(&lock)));
         raft_group.snapshots = Some(snapshot_files);
@@ -416,7 +421,7 @@ pub async fn start_durable(
         groups,
         options.node_id,
         cluster_links.map(|links| (links, client)),
-        options.replication_factor,
+        (options.replication_factor, balance),
     );
     node.start_balancing(
         options.balance_interval,

@@ -1605,8 +1605,18 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
             .all(|p| listed.contains(p.trim_start_matches("/v1/stream/"))),
         "{listed}"
     );
-    // A bucket's existence, asked about every group it does not hold.
-    for (bucket, want) in [("/acme", 200), ("/nosuch", 404)] {
+    // A bucket's existence, asked about every group it does not hold,
+    // and a bucket created in every group: its commands for the groups
+    // it does not hold go to their leader.
+    let r = request(second.addr, "PUT", "/made-while-joining", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    for (bucket, want) in [
+        ("/acme", 200),
+        ("/made-while-joining", 200),
+        ("/nosuch", 404),
+    ] {
         let r = request(second.addr, "GET", bucket, &[], b"").await.unwrap();
         assert_eq!(
             r.status,
@@ -1636,6 +1646,12 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
         },
     )
     .await;
+    // The bucket made through node 2 exists in every group: a second PUT
+    // creates it in none (200, not 201).
+    let r = request(second.addr, "PUT", "/made-while-joining", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     for (i, path) in streams.iter().enumerate() {
         let r = request(second.addr, "GET", &format!("{path}?offset=-1"), &[], b"")
             .await

@@ -303,11 +303,10 @@ async fn route_request(
         // Its empty state would answer 404 for streams that exist: the
         // request goes to a member that holds the data (a stream's to its
         // group's leader, the rest to group 0's), at most one hop. A
-        // listing and a bucket's existence are answered here: the engine
-        // asks a member about each group this node does not hold yet.
-        let asks_others = matches!(route, Route::List { .. })
-            || (matches!(route, Route::Bucket(..))
-                && matches!(*request.method(), Method::GET | Method::HEAD));
+        // listing and the bucket routes are answered here: the engine
+        // asks a member about each group this node does not hold yet, and
+        // forwards its commands to those groups' leaders.
+        let asks_others = matches!(route, Route::List { .. } | Route::Bucket(..));
         if !asks_others && !raft.holds_every_group() {
             let group = match &route {
                 Route::Stream(named, _) | Route::Integrity(named) => {
