@@ -5,11 +5,29 @@
 
 use std::sync::Arc;
 
-use strand::BucketUsageSnapshot;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use strand::{BucketStreamId, BucketUsageSnapshot, HotRead};
 
 use crate::engine::{Engine, add_usage};
 use crate::error::{EngineError, Unavailable};
-use crate::remote::{AnswerError, BucketExists, BucketUsage, GroupQuery, RemoteGroups};
+use crate::group::ReadReply;
+use crate::remote::{
+    AnswerError, BucketExists, BucketUsage, GroupQuery, ReadStep, RemoteGroups, StepAnswer,
+};
+
+/// A question or answer as it travels.
+fn encode(value: &impl Serialize) -> Result<Vec<u8>, EngineError> {
+    rmp_serde::to_vec_named(value).map_err(|_| EngineError::Unavailable(Unavailable::Remote))
+}
+
+/// A question or answer that came from another node.
+fn decode<T: DeserializeOwned>(kind: &'static str, bytes: &[u8]) -> Result<T, AnswerError> {
+    rmp_serde::from_slice(bytes).map_err(|e| AnswerError::Malformed {
+        kind,
+        error: e.to_string(),
+    })
+}
 
 impl Engine {
     /// Installs how this node learns which groups it holds and asks the
@@ -40,10 +58,9 @@ impl Engine {
             Some(remote) if !remote.holds(group) => remote,
             _ => return self.query_group(group, move |m| query.run(m)).await,
         };
-        let body = serde_json::to_vec(&query).map_err(|_| Unavailable::Remote)?;
-        let answer = remote.ask(group, Q::KIND, body).await?;
-        serde_json::from_slice(&answer).map_err(|e| {
-            tracing::debug!(kind = Q::KIND, error = %e, "a remote answer did not decode");
+        let answer = remote.ask(group, Q::KIND, encode(&query)?).await?;
+        decode(Q::KIND, &answer).map_err(|e| {
+            tracing::debug!(error = %e, "a remote answer did not decode");
             EngineError::Unavailable(Unavailable::Remote)
         })
     }
@@ -65,13 +82,98 @@ impl Engine {
         if !self.holds_group(group) {
             return Err(AnswerError::NotHeld(group));
         }
-        let query: Q = serde_json::from_slice(query).map_err(|e| AnswerError::Malformed {
-            kind: Q::KIND,
-            error: e.to_string(),
-        })?;
+        let query: Q = decode(Q::KIND, query)?;
         let answer = self.query_group(group, move |m| query.run(m)).await?;
-        serde_json::to_vec(&answer)
-            .map_err(|_| EngineError::Unavailable(Unavailable::Remote).into())
+        Ok(encode(&answer)?)
+    }
+
+    /// One step of a read through a fork chain in `stream`'s group: up to
+    /// `max_len` bytes from `offset` of the stream's own (hot or cold), or
+    /// where it inherits `offset` from; asked at a node that holds the
+    /// group when this one does not.
+    pub(crate) async fn read_step(
+        &self,
+        stream: &BucketStreamId,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<StepAnswer, EngineError> {
+        let group = self.group_for(stream);
+        if let Some(remote) = self.remote().get().filter(|r| !r.holds(group)) {
+            let step = ReadStep {
+                stream: stream.clone(),
+                offset,
+                max_len,
+            };
+            let answer = remote.ask(group, ReadStep::KIND, encode(&step)?).await?;
+            return decode(ReadStep::KIND, &answer).map_err(|e| {
+                tracing::debug!(error = %e, "a remote read did not decode");
+                EngineError::Unavailable(Unavailable::Remote)
+            });
+        }
+        let read: HotRead = match self.read_once(stream, offset, max_len, true).await? {
+            ReadReply::Data(Ok(read)) => read,
+            ReadReply::Data(Err(e)) => return Ok(StepAnswer::Refused(e)),
+            ReadReply::Cold { from, error } => {
+                match self
+                    .read_cold(stream.clone(), from, max_len, true, error)
+                    .await?
+                {
+                    Ok(read) => read,
+                    Err(e) => return Ok(StepAnswer::Refused(e)),
+                }
+            }
+            ReadReply::Inherited {
+                source,
+                cap,
+                content_type,
+                ..
+            } => {
+                return Ok(StepAnswer::Inherited {
+                    source,
+                    cap,
+                    content_type,
+                });
+            }
+        };
+        Ok(StepAnswer::Data {
+            offset: read.offset,
+            next_offset: read.next_offset,
+            content_type: read.content_type,
+            slices: read.slices,
+            up_to_date: read.up_to_date,
+            closed: read.closed,
+        })
+    }
+
+    /// Answers another node's [`ReadStep`] (encoded as `step`) in
+    /// `group`, the stream's group, from this node's state; the encoded
+    /// [`StepAnswer`].
+    ///
+    /// # Errors
+    /// This node does not hold the group, the step does not decode or
+    /// names a stream of another group, or the group could not answer.
+    pub async fn answer_read_step(
+        &self,
+        group: usize,
+        step: &[u8],
+    ) -> Result<Vec<u8>, AnswerError> {
+        if group >= self.group_count() {
+            return Err(AnswerError::NoSuchGroup(group));
+        }
+        let step: ReadStep = decode(ReadStep::KIND, step)?;
+        if self.group_for(&step.stream) != group {
+            return Err(AnswerError::Malformed {
+                kind: ReadStep::KIND,
+                error: format!("stream '{}' is not in group {group}", step.stream),
+            });
+        }
+        if !self.holds_group(group) {
+            return Err(AnswerError::NotHeld(group));
+        }
+        let answer = self
+            .read_step(&step.stream, step.offset, step.max_len)
+            .await?;
+        Ok(encode(&answer)?)
     }
 
     /// A bucket's usage summed over the groups (a group this node does

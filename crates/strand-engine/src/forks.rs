@@ -16,8 +16,8 @@ use tokio::sync::{Notify, watch};
 
 use crate::engine::{Engine, WeakEngine};
 use crate::error::EngineError;
-use crate::group::ReadReply;
 use crate::ops::ReadOutcome;
+use crate::remote::{ProbeFork, SoftDeleted, StepAnswer};
 
 /// The longest fork chain a read follows (a fork of a fork of …).
 pub const MAX_FORK_DEPTH: usize = 64;
@@ -59,7 +59,7 @@ impl Engine {
     /// while forks read through it).
     pub async fn is_soft_deleted(&self, stream_id: BucketStreamId) -> Result<bool, EngineError> {
         let id = stream_id.clone();
-        self.query(&stream_id, move |m| m.is_soft_deleted(&id))
+        self.ask(self.group_for(&stream_id), SoftDeleted { stream: id })
             .await
     }
 
@@ -223,10 +223,8 @@ impl Engine {
         let mut cap = u64::MAX;
         for _ in 0..=MAX_FORK_DEPTH {
             let id = owner.clone();
-            match self
-                .query(&owner, move |m| m.fork_probe(&id, offset))
-                .await?
-            {
+            let group = self.group_for(&owner);
+            match ForkProbe::from(self.ask(group, ProbeFork { stream: id, offset }).await?) {
                 ForkProbe::Missing => {
                     return Ok(Err(StreamResponse::error(
                         StreamErrorCode::StreamNotFound,
@@ -346,23 +344,29 @@ impl Engine {
                 let span = usize::try_from(cap.saturating_sub(at))
                     .unwrap_or(usize::MAX)
                     .min(remaining);
-                match self.read_once(&owner, at, span, true).await? {
-                    ReadReply::Data(Ok(read)) => break read,
-                    ReadReply::Data(Err(e)) => return Ok(Err(e)),
-                    ReadReply::Cold { from, error } => {
-                        match self
-                            .read_cold(owner.clone(), from, span, true, error)
-                            .await?
-                        {
-                            Ok(read) => break read,
-                            Err(e) => return Ok(Err(e)),
-                        }
+                match self.read_step(&owner, at, span).await? {
+                    StepAnswer::Data {
+                        offset,
+                        next_offset,
+                        content_type,
+                        slices,
+                        up_to_date,
+                        closed,
+                    } => {
+                        break HotRead {
+                            offset,
+                            next_offset,
+                            content_type,
+                            slices,
+                            up_to_date,
+                            closed,
+                        };
                     }
-                    ReadReply::Inherited {
+                    StepAnswer::Refused(e) => return Ok(Err(e)),
+                    StepAnswer::Inherited {
                         source,
                         cap: c,
                         content_type,
-                        ..
                     } => {
                         if owner == *top && page_type.is_none() {
                             page_type = Some(content_type);
@@ -449,6 +453,10 @@ impl Engine {
             let mut any = false;
             for group in 0..self.group_count() {
                 if !self.leads_group(group) {
+                    // A group this node does not hold is not its to watch.
+                    if !self.holds_group(group) {
+                        continue;
+                    }
                     let pending = self
                         .query_group(group, |m| !m.pending_fork_unpins(1).is_empty())
                         .await;

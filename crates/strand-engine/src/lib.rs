@@ -57,7 +57,10 @@ pub use group::{media_type, same_media_type};
 pub use log::{EntryOutcome, GroupEntry, GroupLog, GroupStatus, LogFuture, ProposalDone};
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};
-pub use remote::{AnswerError, BucketExists, BucketUsage, GroupQuery, RemoteAnswer, RemoteGroups};
+pub use remote::{
+    AnswerError, BucketExists, BucketUsage, GroupQuery, ProbeAnswer, ProbeFork, ReadStep,
+    RemoteAnswer, RemoteGroups, SoftDeleted, StepAnswer,
+};
 pub use replica::{FlushedPiece, Reclaimed, SegmentPeers, SegmentReplica};
 pub use start::GroupLink;
 pub use waiters::AppendNotice;

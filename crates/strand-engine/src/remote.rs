@@ -7,22 +7,26 @@
 //! which streams does a listing show — is a [`GroupQuery`]: a typed,
 //! serializable value with a pure function of one group's machine. The
 //! engine answers it from its own machine when it holds the group, and
-//! otherwise hands it, encoded, to the installed [`RemoteGroups`] (the
-//! replication crate, which knows the cluster and its transport), whose
-//! answer comes back encoded the same way. The node that receives such a
-//! question answers it with `Engine::answer_here`.
+//! otherwise hands it, encoded (MessagePack), to the installed
+//! [`RemoteGroups`] (the replication crate, which knows the cluster and
+//! its transport), whose answer comes back encoded the same way. The
+//! node that receives such a question answers it with
+//! `Engine::answer_here`. A fork's read through a source in a group the
+//! node does not hold goes the same way, one step of the chain at a time
+//! ([`ReadStep`], answered with `Engine::answer_read_step`).
 
 use std::future::Future;
 use std::pin::Pin;
 
+use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strand::{BucketUsageSnapshot, StreamStateMachine};
+use strand::{BucketStreamId, BucketUsageSnapshot, ForkProbe, StreamResponse, StreamStateMachine};
 
 use crate::error::EngineError;
 
 /// A read-only question to one group's machine that another node can
-/// answer: the value travels as JSON, and so does its answer.
+/// answer: the value travels as MessagePack, and so does its answer.
 pub trait GroupQuery: Serialize + DeserializeOwned + Send + 'static {
     /// The question's name on the wire (unique among the queries a node
     /// answers).
@@ -102,4 +106,146 @@ impl GroupQuery for BucketUsage {
             .into_iter()
             .find(|u| u.bucket_id == self.bucket)
     }
+}
+
+/// Whether a stream exists only for its forks (`Engine::is_soft_deleted`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SoftDeleted {
+    /// The stream.
+    pub stream: BucketStreamId,
+}
+
+impl GroupQuery for SoftDeleted {
+    const KIND: &'static str = "soft-deleted";
+    type Answer = bool;
+    fn run(self, machine: &StreamStateMachine) -> bool {
+        machine.is_soft_deleted(&self.stream)
+    }
+}
+
+/// Where the message at `offset` of `stream` ends, and which JSON record
+/// starts there (`StreamStateMachine::fork_probe`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeFork {
+    /// The stream.
+    pub stream: BucketStreamId,
+    /// The offset.
+    pub offset: u64,
+}
+
+/// [`ForkProbe`] as it travels.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ProbeAnswer {
+    /// [`ForkProbe::Missing`].
+    Missing,
+    /// [`ForkProbe::Own`].
+    Own {
+        /// The end of the message at the offset.
+        message_end: Option<u64>,
+        /// The JSON record starting there.
+        record: Option<u64>,
+        /// The stream's tail.
+        tail: u64,
+    },
+    /// [`ForkProbe::Inherited`].
+    Inherited {
+        /// The source stream.
+        source: BucketStreamId,
+        /// The fork offset.
+        cap: u64,
+    },
+}
+
+impl From<ForkProbe> for ProbeAnswer {
+    fn from(probe: ForkProbe) -> Self {
+        match probe {
+            ForkProbe::Missing => Self::Missing,
+            ForkProbe::Own {
+                message_end,
+                record,
+                tail,
+            } => Self::Own {
+                message_end,
+                record,
+                tail,
+            },
+            ForkProbe::Inherited { source, cap } => Self::Inherited { source, cap },
+        }
+    }
+}
+
+impl From<ProbeAnswer> for ForkProbe {
+    fn from(probe: ProbeAnswer) -> Self {
+        match probe {
+            ProbeAnswer::Missing => Self::Missing,
+            ProbeAnswer::Own {
+                message_end,
+                record,
+                tail,
+            } => Self::Own {
+                message_end,
+                record,
+                tail,
+            },
+            ProbeAnswer::Inherited { source, cap } => Self::Inherited { source, cap },
+        }
+    }
+}
+
+impl GroupQuery for ProbeFork {
+    const KIND: &'static str = "fork-probe";
+    type Answer = ProbeAnswer;
+    fn run(self, machine: &StreamStateMachine) -> ProbeAnswer {
+        machine.fork_probe(&self.stream, self.offset).into()
+    }
+}
+
+/// One step of a read through a fork chain, in the group that holds
+/// `stream`: up to `max_len` bytes from `offset`, whatever tier holds
+/// them, or where the stream inherits that offset from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReadStep {
+    /// The stream read.
+    pub stream: BucketStreamId,
+    /// From this offset.
+    pub offset: u64,
+    /// At most this many bytes.
+    pub max_len: usize,
+}
+
+impl ReadStep {
+    /// The question's name on the wire.
+    pub const KIND: &'static str = "read-step";
+}
+
+/// What a [`ReadStep`] found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum StepAnswer {
+    /// The stream's own bytes.
+    Data {
+        /// Where the bytes start.
+        offset: u64,
+        /// Where the next read starts.
+        next_offset: u64,
+        /// The stream's content type.
+        content_type: String,
+        /// The bytes, in offset order.
+        slices: Vec<Bytes>,
+        /// Whether the read reached the tail.
+        up_to_date: bool,
+        /// Whether the stream is closed.
+        closed: bool,
+    },
+    /// The machine's refusal.
+    Refused(StreamResponse),
+    /// The offset lies below the stream's fork offset `cap`: read
+    /// `source`.
+    Inherited {
+        /// The source stream.
+        source: BucketStreamId,
+        /// The fork offset.
+        cap: u64,
+        /// The fork's content type.
+        content_type: String,
+    },
 }

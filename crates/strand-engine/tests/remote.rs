@@ -16,8 +16,8 @@ use strand_engine::{
 /// with `answer` (or fails without one), recording what it was asked.
 struct Fake {
     held: Vec<usize>,
-    answer: Option<&'static str>,
-    asked: Mutex<Vec<(usize, &'static str, String)>>,
+    answer: Option<Vec<u8>>,
+    asked: Mutex<Vec<(usize, &'static str, Vec<u8>)>>,
 }
 
 impl RemoteGroups for Fake {
@@ -25,17 +25,20 @@ impl RemoteGroups for Fake {
         self.held.contains(&group)
     }
     fn ask(&self, group: usize, kind: &'static str, query: Vec<u8>) -> RemoteAnswer {
-        self.asked
-            .lock()
-            .unwrap()
-            .push((group, kind, String::from_utf8(query).unwrap()));
-        let answer = self.answer;
-        Box::pin(async move {
-            answer
-                .map(|a| a.as_bytes().to_vec())
-                .ok_or(EngineError::Unavailable(Unavailable::Remote))
-        })
+        self.asked.lock().unwrap().push((group, kind, query));
+        let answer = self.answer.clone();
+        Box::pin(async move { answer.ok_or(EngineError::Unavailable(Unavailable::Remote)) })
     }
+}
+
+fn msgpack(value: &impl serde::Serialize) -> Vec<u8> {
+    rmp_serde::to_vec_named(value).unwrap()
+}
+
+fn acme() -> Vec<u8> {
+    msgpack(&BucketExists {
+        bucket: "acme".into(),
+    })
 }
 
 fn engine() -> Engine {
@@ -61,7 +64,7 @@ async fn held_groups_answer_here_and_the_others_are_asked() {
     assert!((0..4).all(|g| engine.holds_group(g)));
     let fake = Arc::new(Fake {
         held: vec![0, 2],
-        answer: Some("false"),
+        answer: Some(msgpack(&false)),
         asked: Mutex::default(),
     });
     assert!(engine.set_remote_groups(fake.clone()));
@@ -93,7 +96,13 @@ async fn held_groups_answer_here_and_the_others_are_asked() {
     assert!(!there, "group 3's answer is the remote one");
     assert_eq!(
         fake.asked.lock().unwrap().as_slice(),
-        [(3, BucketExists::KIND, r#"{"bucket":"acme"}"#.to_owned())]
+        [(
+            3,
+            BucketExists::KIND,
+            msgpack(&BucketExists {
+                bucket: "acme".into()
+            })
+        )]
     );
     // The fan-outs ask about the groups not held only.
     fake.asked.lock().unwrap().clear();
@@ -165,33 +174,29 @@ async fn questions_from_others_are_answered_about_held_groups_only() {
         asked: Mutex::default(),
     }));
     let json = engine
-        .answer_here::<BucketUsage>(held, br#"{"bucket":"acme"}"#)
+        .answer_here::<BucketUsage>(held, &acme())
         .await
         .unwrap();
-    let usage: serde_json::Value = serde_json::from_slice(&json).unwrap();
-    assert_eq!(usage["bucket_id"], "acme", "{usage}");
+    let usage: Option<strand::BucketUsageSnapshot> = rmp_serde::from_slice(&json).unwrap();
+    assert_eq!(usage.unwrap().bucket_id, "acme");
     let json = engine
-        .answer_here::<BucketExists>(0, br#"{"bucket":"acme"}"#)
+        .answer_here::<BucketExists>(0, &acme())
         .await
         .unwrap();
-    assert_eq!(json, b"true");
+    assert_eq!(json, msgpack(&true));
     if other != 0 {
-        let not_held = engine
-            .answer_here::<BucketExists>(other, br#"{"bucket":"acme"}"#)
-            .await;
+        let not_held = engine.answer_here::<BucketExists>(other, &acme()).await;
         assert!(
             matches!(not_held, Err(AnswerError::NotHeld(g)) if g == other),
             "{not_held:?}"
         );
     }
-    let missing = engine
-        .answer_here::<BucketExists>(4, br#"{"bucket":"acme"}"#)
-        .await;
+    let missing = engine.answer_here::<BucketExists>(4, &acme()).await;
     assert!(
         matches!(missing, Err(AnswerError::NoSuchGroup(4))),
         "{missing:?}"
     );
-    let malformed = engine.answer_here::<BucketExists>(0, b"[1]").await;
+    let malformed = engine.answer_here::<BucketExists>(0, b"\xc0").await;
     assert!(
         matches!(
             malformed,

@@ -21,7 +21,7 @@ use crate::types::NodeId;
 
 /// The route a member answers another's questions on:
 /// `POST /__strand/raft/ask/{group}/{kind}` with the cluster token, the
-/// question as the JSON body; `200` and the JSON answer, `503` when it
+/// question as the body (MessagePack); `200` and the answer, `503` when it
 /// does not hold the group, `404` for a kind or group it does not know,
 /// `400` for a body that is not the question.
 pub const ASK_PATH: &str = "/__strand/raft/ask";

@@ -154,6 +154,11 @@ pub struct RaftGroupStatus {
     /// Leader, applied and last log index.
     #[serde(flatten)]
     pub replication: GroupStatus,
+    /// Whether this node holds the group's state and answers for it
+    /// ([`RaftNode::holds`]); a member that does not passes the group's
+    /// requests on to one that does.
+    #[serde(default)]
+    pub held: bool,
     /// The log writer's counters (group commit: writes, fsyncs, entries).
     pub log: LogStats,
     /// The group's snapshots on this node.
@@ -614,8 +619,10 @@ impl RaftNode {
     pub fn status(&self) -> Vec<RaftGroupStatus> {
         self.groups
             .iter()
-            .map(|g| RaftGroupStatus {
+            .enumerate()
+            .map(|(at, g)| RaftGroupStatus {
                 replication: g.status(),
+                held: self.holds(at),
                 log: g.log_stats(),
                 snapshot: g.snapshot_stats(),
             })

@@ -1503,10 +1503,12 @@ async fn sse_until(addr: SocketAddr, path: &str, want: &str) -> String {
 /// group, one membership change per round of 1 s) adds it to the groups
 /// one by one. Meanwhile node 2's health says `joining` (503), and its
 /// answers to reads, an append, an SSE read and a listing are node 1's,
-/// passed on (never its empty state's `404` or empty list) — a listing
-/// and a bucket's existence it answers itself, asking node 1 about the
-/// groups it does not hold yet; once it holds every group it answers
-/// every stream whole itself.
+/// passed on (never its empty state's `404` or empty list) for the
+/// groups it does not hold yet, and answered from its own state for those
+/// it does; a listing and the bucket routes it answers itself, asking
+/// node 1 about the groups it does not hold, and a fork in a group it
+/// holds reads its source (in one it does not) through node 1. Once it
+/// holds every group it answers every stream whole itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
     const GROUPS: usize = 8;
@@ -1529,6 +1531,34 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
     }
     let r = request(first.addr, "PUT", "/acme", &[], b"").await.unwrap();
     assert_eq!(r.status, 201);
+    // A fork in group 1 of a source in group 7: node 1 adds node 2 to
+    // the groups in order, so for a few seconds node 2 holds the fork's
+    // group and not its source's.
+    let in_group = |g: usize| {
+        (0..)
+            .map(|i| format!("s{i}"))
+            .find(|n| {
+                strand_engine::group_of(&strand::BucketStreamId::new("acme", n.as_str()), GROUPS)
+                    == g
+            })
+            .unwrap()
+    };
+    let (source, fork) = (
+        format!("/acme/{}", in_group(7)),
+        format!("/acme/{}", in_group(1)),
+    );
+    let r = request(first.addr, "PUT", &source, &text, b"inherited")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201);
+    let forked = [
+        ("Content-Type", "text/plain".to_owned()),
+        ("Stream-Forked-From", source.clone()),
+    ];
+    let r = request(first.addr, "PUT", &fork, &forked, b", own")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let second = start_args(&args(2));
     let health = || async {
         let r = request(second.addr, "GET", "/__strand/health", &[], b"")
@@ -1625,6 +1655,33 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
             String::from_utf8_lossy(&r.body)
         );
     }
+    // The fork read on node 2 while it holds the fork's group and not
+    // the source's: its own bytes from its state, the inherited ones
+    // from node 1, one response.
+    let held = |g: usize| async move {
+        let r = request(second.addr, "GET", "/__strand/health", &[], b"")
+            .await
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+        v["groups"][g]["held"].as_bool()
+    };
+    eventually("node 2 holds group 1", Duration::from_secs(30), || async {
+        (held(1).await == Some(true)).then_some(())
+    })
+    .await;
+    let r = request(second.addr, "GET", &format!("{fork}?offset=-1"), &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(
+        held(7).await,
+        Some(false),
+        "node 2 took group 7 too soon for this test"
+    );
+    assert_eq!(
+        (r.status, String::from_utf8_lossy(&r.body).into_owned()),
+        (200, "inherited, own".to_owned()),
+        "{fork} on node 2"
+    );
     let still = health().await;
     assert_eq!(
         still.map(|h| h.1),

@@ -867,58 +867,117 @@ async fn raft_messages_for_missing_groups_are_not_found() {
 
 /// A member's question about a group it does not hold
 /// (`POST /__strand/raft/ask/{group}/{kind}`) is answered from this
-/// node's machine as JSON; an unknown question or group is 404 and a body
-/// that is not the question 400, and nothing changes.
+/// node's machine (MessagePack both ways); an unknown question or group
+/// is 404 and a body that is not the question 400, and nothing changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn questions_about_a_group_are_answered_from_its_machine() {
     let s = TestServer::start().await;
     let r = s.put("/acme").send().await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
-    let ask = |path: &str, body: &str| s.post(path).body(body.as_bytes().to_vec()).send();
-    let r = ask("/__strand/raft/ask/0/bucket-exists", r#"{"bucket":"acme"}"#).await;
-    assert_eq!((r.status, r.text()), (StatusCode::OK, "true"));
-    let r = ask(
-        "/__strand/raft/ask/1/bucket-exists",
-        r#"{"bucket":"nosuch"}"#,
-    )
-    .await;
-    assert_eq!((r.status, r.text()), (StatusCode::OK, "false"));
-    // A group that holds none of the bucket's streams knows no usage.
-    let r = ask(
-        "/__strand/raft/ask/0/bucket-usage",
-        r#"{"bucket":"nosuch"}"#,
-    )
-    .await;
-    assert_eq!((r.status, r.text()), (StatusCode::OK, "null"));
+    let r = s
+        .put("/acme/s")
+        .header("content-type", "text/plain")
+        .body(b"hello".to_vec())
+        .send()
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    let pack = |v: serde_json::Value| rmp_serde::to_vec_named(&v).unwrap();
+    let ask = |path: String, body: Vec<u8>| s.post(&path).body(body).send();
+    let unpack = |body: &[u8]| -> serde_json::Value { rmp_serde::from_slice(body).unwrap() };
+    let bucket = |name: &str| pack(serde_json::json!({ "bucket": name }));
+    let groups = 0..4;
+    let mut found = 0;
+    for g in groups.clone() {
+        let r = ask(
+            format!("/__strand/raft/ask/{g}/bucket-exists"),
+            bucket("acme"),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(unpack(&r.body), serde_json::json!(true), "group {g}");
+        let r = ask(
+            format!("/__strand/raft/ask/{g}/bucket-exists"),
+            bucket("nosuch"),
+        )
+        .await;
+        assert_eq!(unpack(&r.body), serde_json::json!(false), "group {g}");
+        // One group holds the stream: it knows the bucket's usage, and
+        // reads the stream's bytes for a fork in another group.
+        let r = ask(
+            format!("/__strand/raft/ask/{g}/bucket-usage"),
+            bucket("acme"),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK);
+        if unpack(&r.body)["bucket_id"] == "acme" {
+            found += 1;
+        }
+    }
+    assert_eq!(found, 1, "one group holds acme/s");
+    let id = serde_json::json!({"bucket_id": "acme", "stream_id": "s"});
+    let step = pack(serde_json::json!({"stream": id, "offset": 0, "max_len": 3}));
+    let mut answered = None;
+    for g in groups {
+        let r = ask(format!("/__strand/raft/ask/{g}/read-step"), step.clone()).await;
+        match r.status {
+            StatusCode::OK => answered = Some(r),
+            // Asked in a group the stream is not in.
+            status => assert_eq!(status, StatusCode::BAD_REQUEST, "{}", r.text()),
+        }
+    }
+    let r = answered.expect("the stream's group answers");
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let step: strand_engine::StepAnswer = rmp_serde::from_slice(&r.body).unwrap();
+    match step {
+        strand_engine::StepAnswer::Data {
+            offset,
+            next_offset,
+            slices,
+            ..
+        } => {
+            assert_eq!((offset, next_offset), (0, 3));
+            assert_eq!(slices.concat(), b"hel");
+        }
+        other => panic!("{other:?}"),
+    }
     for (path, body, status) in [
         (
             "/__strand/raft/ask/0/no-such-question",
-            "{}",
+            bucket("acme"),
             StatusCode::NOT_FOUND,
         ),
         (
             "/__strand/raft/ask/99/bucket-exists",
-            r#"{"bucket":"acme"}"#,
+            bucket("acme"),
             StatusCode::NOT_FOUND,
         ),
         (
             "/__strand/raft/ask/x/bucket-exists",
-            r#"{"bucket":"acme"}"#,
+            bucket("acme"),
             StatusCode::NOT_FOUND,
         ),
-        ("/__strand/raft/ask/0", "{}", StatusCode::NOT_FOUND),
+        (
+            "/__strand/raft/ask/0",
+            bucket("acme"),
+            StatusCode::NOT_FOUND,
+        ),
         (
             "/__strand/raft/ask/0/bucket-exists",
-            r#"{"bucket":7}"#,
+            pack(serde_json::json!({"bucket": 7})),
             StatusCode::BAD_REQUEST,
         ),
         (
             "/__strand/raft/ask/0/list-scan",
-            "not json",
+            b"not msgpack".to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "/__strand/raft/ask/0/read-step",
+            b"\xc0".to_vec(),
             StatusCode::BAD_REQUEST,
         ),
     ] {
-        let r = ask(path, body).await;
+        let r = ask(path.to_owned(), body).await;
         assert_eq!(r.status, status, "{path}: {}", r.text());
     }
     s.stop().await;

@@ -34,7 +34,7 @@ pub const OPERATOR_ROUTES_CLOSED: &str = "the operator routes (/__strand/purge, 
 /// The answer of a cluster member that does not hold every group yet (it
 /// joined and is still receiving them) to a client request it cannot pass
 /// on to another member.
-pub const JOINING: &str = "this node is joining its cluster and does not hold every group's data yet; retry, or send the request to another member";
+pub const JOINING: &str = "this node does not hold the data this request needs yet (it is joining its cluster), and no member could take the request; retry, or send the request to another member";
 
 /// The answer of a node the cluster removed to every client request.
 pub const REMOVED: &str = "this node was removed from its cluster and serves no requests; send them to another member (to add this node back, start it with an empty data directory and --join)";
@@ -300,20 +300,25 @@ async fn route_request(
         if raft.removed() {
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, REMOVED));
         }
-        // Its empty state would answer 404 for streams that exist: the
-        // request goes to a member that holds the data (a stream's to its
-        // group's leader, the rest to group 0's), at most one hop. A
-        // listing and the bucket routes are answered here: the engine
-        // asks a member about each group this node does not hold yet, and
-        // forwards its commands to those groups' leaders.
-        let asks_others = matches!(route, Route::List { .. } | Route::Bucket(..));
-        if !asks_others && !raft.holds_every_group() {
-            let group = match &route {
-                Route::Stream(named, _) | Route::Integrity(named) => {
-                    state.engine.group_for(&named.id)
-                }
-                _ => 0,
-            };
+        // A group this node does not hold (one that joined holds none
+        // until the group's leader adds it): its empty state would answer
+        // 404 for streams that exist, so the request goes to a member
+        // that holds the data (a stream's to its group's leader, the rest
+        // to group 0's), at most one hop. A stream's request needs its own
+        // group only (a fork reads its sources wherever they are held);
+        // a listing and the bucket routes are answered here (the engine
+        // asks a member about each group this node does not hold and
+        // forwards its commands to those groups' leaders); the extension
+        // and subscription routes need every group.
+        let (group, held) = match &route {
+            Route::Stream(named, _) | Route::Integrity(named) => {
+                let group = state.engine.group_for(&named.id);
+                (group, raft.holds(group))
+            }
+            Route::List { .. } | Route::Bucket(..) => (0, true),
+            _ => (0, raft.holds_every_group()),
+        };
+        if !held {
             if !request.headers().contains_key(crate::proxy::FORWARDED_BY)
                 && let Some(to) = raft.forward_target(group)
             {

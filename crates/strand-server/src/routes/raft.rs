@@ -209,11 +209,14 @@ async fn node_and_body<'a, T: serde::de::DeserializeOwned>(
 
 /// `POST /__strand/raft/ask/{group}/{kind}`: another member's question
 /// about a group it does not hold ([`strand_raft::ASK_PATH`]), answered
-/// from this node's machine: `200` and the JSON answer; `503` when this
+/// from this node's machine: `200` and the answer (MessagePack, as the
+/// question); `503` when this
 /// node does not hold the group either, `404` for a kind or group it does
 /// not know, `400` for a body that is not the question.
 pub(super) async fn ask(state: &AppState, rest: &str, request: Request) -> Response {
-    use strand_engine::{AnswerError, BucketExists, BucketUsage, GroupQuery};
+    use strand_engine::{
+        AnswerError, BucketExists, BucketUsage, GroupQuery, ProbeFork, ReadStep, SoftDeleted,
+    };
     let text = |status: StatusCode, what: String| (status, format!("{what}\n")).into_response();
     let Some((group, kind)) = rest.split_once('/') else {
         return text(StatusCode::NOT_FOUND, "no such question".to_owned());
@@ -230,6 +233,9 @@ pub(super) async fn ask(state: &AppState, rest: &str, request: Request) -> Respo
     let answer = match kind {
         BucketExists::KIND => engine.answer_here::<BucketExists>(group, &body).await,
         BucketUsage::KIND => engine.answer_here::<BucketUsage>(group, &body).await,
+        SoftDeleted::KIND => engine.answer_here::<SoftDeleted>(group, &body).await,
+        ProbeFork::KIND => engine.answer_here::<ProbeFork>(group, &body).await,
+        ReadStep::KIND => engine.answer_read_step(group, &body).await,
         crate::listing::ListScan::KIND => {
             engine
                 .answer_here::<crate::listing::ListScan>(group, &body)
@@ -240,7 +246,7 @@ pub(super) async fn ask(state: &AppState, rest: &str, request: Request) -> Respo
     match answer {
         Ok(json) => (
             StatusCode::OK,
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
             json,
         )
             .into_response(),
