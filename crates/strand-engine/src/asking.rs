@@ -12,8 +12,10 @@ use strand::{BucketStreamId, BucketUsageSnapshot, HotRead};
 use crate::engine::{Engine, add_usage};
 use crate::error::{EngineError, Unavailable};
 use crate::group::ReadReply;
+use crate::ops::{HeadOutcome, ReadFrom, ReadOutcome};
 use crate::remote::{
-    AnswerError, BucketExists, BucketUsage, GroupQuery, ReadStep, RemoteGroups, StepAnswer,
+    AnswerError, BucketExists, BucketUsage, GroupQuery, HeadOf, ReadPage, ReadStep, RemoteGroups,
+    StepAnswer,
 };
 
 /// A question or answer as it travels.
@@ -98,17 +100,13 @@ impl Engine {
         max_len: usize,
     ) -> Result<StepAnswer, EngineError> {
         let group = self.group_for(stream);
-        if let Some(remote) = self.remote().get().filter(|r| !r.holds(group)) {
+        if !self.holds_group(group) {
             let step = ReadStep {
                 stream: stream.clone(),
                 offset,
                 max_len,
             };
-            let answer = remote.ask(group, ReadStep::KIND, encode(&step)?).await?;
-            return decode(ReadStep::KIND, &answer).map_err(|e| {
-                tracing::debug!(error = %e, "a remote read did not decode");
-                EngineError::Unavailable(Unavailable::Remote)
-            });
+            return self.ask_elsewhere(group, ReadStep::KIND, &step).await;
         }
         let read: HotRead = match self.read_once(stream, offset, max_len, true).await? {
             ReadReply::Data(Ok(read)) => read,
@@ -157,23 +155,133 @@ impl Engine {
         group: usize,
         step: &[u8],
     ) -> Result<Vec<u8>, AnswerError> {
+        let step: ReadStep = decode(ReadStep::KIND, step)?;
+        self.answerable(group, ReadStep::KIND, &step.stream)?;
+        let answer = self
+            .read_step(&step.stream, step.offset, step.max_len)
+            .await?;
+        Ok(encode(&answer)?)
+    }
+
+    /// Sends `question` (of kind `kind`) about `group` to a member that
+    /// holds it; its decoded answer.
+    async fn ask_elsewhere<A: DeserializeOwned>(
+        &self,
+        group: usize,
+        kind: &'static str,
+        question: &impl Serialize,
+    ) -> Result<A, EngineError> {
+        let Some(remote) = self.remote().get() else {
+            return Err(EngineError::Unavailable(Unavailable::Remote));
+        };
+        let answer = remote.ask(group, kind, encode(question)?).await?;
+        decode(kind, &answer).map_err(|e| {
+            tracing::debug!(error = %e, "a remote answer did not decode");
+            EngineError::Unavailable(Unavailable::Remote)
+        })
+    }
+
+    /// [`Engine::read`] of a stream in `group`, which this node does not
+    /// hold.
+    pub(crate) async fn read_elsewhere(
+        &self,
+        group: usize,
+        stream: BucketStreamId,
+        from: ReadFrom,
+        max_len: usize,
+    ) -> Result<ReadOutcome, EngineError> {
+        let page = ReadPage {
+            stream,
+            from,
+            max_len,
+        };
+        match self.ask_elsewhere(group, ReadPage::KIND, &page).await? {
+            StepAnswer::Data {
+                offset,
+                next_offset,
+                content_type,
+                slices,
+                up_to_date,
+                closed,
+            } => Ok(Ok(HotRead {
+                offset,
+                next_offset,
+                content_type,
+                slices,
+                up_to_date,
+                closed,
+            })),
+            StepAnswer::Refused(e) => Ok(Err(e)),
+            StepAnswer::Inherited { .. } => Err(EngineError::Unavailable(Unavailable::Remote)),
+        }
+    }
+
+    /// [`Engine::head`] of a stream in `group`, which this node does not
+    /// hold.
+    pub(crate) async fn head_elsewhere(
+        &self,
+        group: usize,
+        stream: BucketStreamId,
+    ) -> Result<HeadOutcome, EngineError> {
+        self.ask_elsewhere(group, HeadOf::KIND, &HeadOf { stream })
+            .await
+    }
+
+    /// Checks that another node's question about `stream` came to its
+    /// group, `group`, and that this node holds it.
+    fn answerable(
+        &self,
+        group: usize,
+        kind: &'static str,
+        stream: &BucketStreamId,
+    ) -> Result<(), AnswerError> {
         if group >= self.group_count() {
             return Err(AnswerError::NoSuchGroup(group));
         }
-        let step: ReadStep = decode(ReadStep::KIND, step)?;
-        if self.group_for(&step.stream) != group {
+        if self.group_for(stream) != group {
             return Err(AnswerError::Malformed {
-                kind: ReadStep::KIND,
-                error: format!("stream '{}' is not in group {group}", step.stream),
+                kind,
+                error: format!("stream '{stream}' is not in group {group}"),
             });
         }
         if !self.holds_group(group) {
             return Err(AnswerError::NotHeld(group));
         }
-        let answer = self
-            .read_step(&step.stream, step.offset, step.max_len)
-            .await?;
+        Ok(())
+    }
+
+    /// Answers another node's [`ReadPage`] (encoded as `page`) in `group`
+    /// from this node's state, as [`Engine::read`]; the encoded
+    /// [`StepAnswer`].
+    ///
+    /// # Errors
+    /// As [`Engine::answer_read_step`].
+    pub async fn answer_read(&self, group: usize, page: &[u8]) -> Result<Vec<u8>, AnswerError> {
+        let page: ReadPage = decode(ReadPage::KIND, page)?;
+        self.answerable(group, ReadPage::KIND, &page.stream)?;
+        let answer = match self.read(page.stream, page.from, page.max_len).await? {
+            Ok(read) => StepAnswer::Data {
+                offset: read.offset,
+                next_offset: read.next_offset,
+                content_type: read.content_type,
+                slices: read.slices,
+                up_to_date: read.up_to_date,
+                closed: read.closed,
+            },
+            Err(e) => StepAnswer::Refused(e),
+        };
         Ok(encode(&answer)?)
+    }
+
+    /// Answers another node's [`HeadOf`] (encoded as `head`) in `group`
+    /// from this node's state; the encoded [`HeadOutcome`].
+    ///
+    /// # Errors
+    /// As [`Engine::answer_read_step`].
+    pub async fn answer_head(&self, group: usize, head: &[u8]) -> Result<Vec<u8>, AnswerError> {
+        let head: HeadOf = decode(HeadOf::KIND, head)?;
+        self.answerable(group, HeadOf::KIND, &head.stream)?;
+        Ok(encode(&self.head(head.stream).await?)?)
     }
 
     /// A bucket's usage summed over the groups (a group this node does

@@ -426,11 +426,16 @@ impl Engine {
         .await
     }
 
-    /// A stream's metadata, `None` when missing or expired. Does not renew
-    /// a TTL.
+    /// A stream's metadata, `None` when missing or expired (asked at a
+    /// member that holds the stream's group when this node does not).
+    /// Does not renew a TTL.
     pub async fn head(&self, stream_id: BucketStreamId) -> Result<HeadOutcome, EngineError> {
+        let group = self.group_for(&stream_id);
+        if !self.holds_group(group) {
+            return self.head_elsewhere(group, stream_id).await;
+        }
         let now_ms = self.now_ms();
-        self.call(self.group_for(&stream_id), |reply| Op::Head {
+        self.call(group, |reply| Op::Head {
             stream_id,
             now_ms,
             reply,
@@ -438,7 +443,9 @@ impl Engine {
         .await
     }
 
-    /// Reads up to `max_len` bytes, renewing the stream's TTL when due.
+    /// Reads up to `max_len` bytes, renewing the stream's TTL when due (a
+    /// stream of a group this node does not hold is read at a member that
+    /// holds it).
     ///
     /// A fork's read below its fork offset continues through its source
     /// (and the source's source), so the page may join bytes of several
@@ -449,9 +456,13 @@ impl Engine {
         from: ReadFrom,
         max_len: usize,
     ) -> Result<ReadOutcome, EngineError> {
+        let group = self.group_for(&stream_id);
+        if !self.holds_group(group) {
+            return self.read_elsewhere(group, stream_id, from, max_len).await;
+        }
         let now_ms = self.now_ms();
         let reply = self
-            .call(self.group_for(&stream_id), |reply| Op::Read {
+            .call(group, |reply| Op::Read {
                 stream_id: stream_id.clone(),
                 from,
                 max_len,

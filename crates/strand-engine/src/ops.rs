@@ -3,7 +3,7 @@
 use strand::{BucketStreamId, HotRead, ProducerRequest, StreamResponse};
 
 /// Where a read starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReadFrom {
     /// The first retained byte (the protocol's `-1`).
     Start,

@@ -218,7 +218,38 @@ impl ReadStep {
     pub const KIND: &'static str = "read-step";
 }
 
-/// What a [`ReadStep`] found.
+/// A stream's read (`Engine::read`) in a group this node does not hold:
+/// answered by a member that does, as its own reader's read (TTL renewal
+/// included), with a [`StepAnswer::Data`] or [`StepAnswer::Refused`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReadPage {
+    /// The stream read.
+    pub stream: BucketStreamId,
+    /// Where the read starts.
+    pub from: crate::ops::ReadFrom,
+    /// At most this many bytes.
+    pub max_len: usize,
+}
+
+impl ReadPage {
+    /// The question's name on the wire.
+    pub const KIND: &'static str = "read";
+}
+
+/// A stream's metadata (`Engine::head`) in a group this node does not
+/// hold: answered by a member that does.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HeadOf {
+    /// The stream.
+    pub stream: BucketStreamId,
+}
+
+impl HeadOf {
+    /// The question's name on the wire.
+    pub const KIND: &'static str = "head";
+}
+
+/// What a [`ReadStep`] or a [`ReadPage`] found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StepAnswer {
     /// The stream's own bytes.

@@ -1506,9 +1506,11 @@ async fn sse_until(addr: SocketAddr, path: &str, want: &str) -> String {
 /// passed on (never its empty state's `404` or empty list) for the
 /// groups it does not hold yet, and answered from its own state for those
 /// it does; a listing and the bucket routes it answers itself, asking
-/// node 1 about the groups it does not hold, and a fork in a group it
-/// holds reads its source (in one it does not) through node 1. Once it
-/// holds every group it answers every stream whole itself.
+/// node 1 about the groups it does not hold, a fork in a group it holds
+/// reads its source (in one it does not) through node 1, and a
+/// subscription it makes reads and appends to the registry in a group
+/// it does not hold through node 1. Once it holds every group it answers
+/// every stream whole itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
     const GROUPS: usize = 8;
@@ -1559,6 +1561,30 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
         .await
         .unwrap();
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    // A subscription node 1 made: the registry holds it before node 2
+    // joins.
+    let json = [("Content-Type", "application/json".to_owned())];
+    let r = request(first.addr, "PUT", "/v1/stream/wake-pool", &json, b"[]")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let spec = serde_json::json!({
+        "type": "pull-wake",
+        "pattern": "events/*",
+        "wake_stream": "wake-pool",
+        "lease_ttl_ms": 60_000,
+    });
+    let made_before = "/v1/stream/__ds/subscriptions/made-before";
+    let r = request(
+        first.addr,
+        "PUT",
+        made_before,
+        &json,
+        spec.to_string().as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let second = start_args(&args(2));
     let health = || async {
         let r = request(second.addr, "GET", "/__strand/health", &[], b"")
@@ -1577,6 +1603,45 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
         },
     )
     .await;
+    let held = |g: usize| async move {
+        let r = request(second.addr, "GET", "/__strand/health", &[], b"")
+            .await
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+        v["groups"][g]["held"].as_bool()
+    };
+    // A subscription made through node 2 before it holds the registry's
+    // group: it reads the registry at node 1 and its events go to the
+    // group's leader there.
+    let registry = strand_engine::group_of(
+        &strand::BucketStreamId::new("__strand", "subscriptions"),
+        GROUPS,
+    );
+    assert_ne!(registry, 0, "node 2 holds group 0 from its start");
+    let r = request(second.addr, "GET", made_before, &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let subscription = "/v1/stream/__ds/subscriptions/made-while-joining";
+    let r = request(
+        second.addr,
+        "PUT",
+        subscription,
+        &json,
+        spec.to_string().as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = request(first.addr, "GET", subscription, &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        held(registry).await,
+        Some(false),
+        "node 2 took the registry's group too soon for this test"
+    );
     // While it joins: every read answered whole, through node 1.
     let (mut passed_on, mut refused) = (0u32, 0u32);
     for (i, path) in streams.iter().enumerate() {
@@ -1658,13 +1723,6 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
     // The fork read on node 2 while it holds the fork's group and not
     // the source's: its own bytes from its state, the inherited ones
     // from node 1, one response.
-    let held = |g: usize| async move {
-        let r = request(second.addr, "GET", "/__strand/health", &[], b"")
-            .await
-            .ok()?;
-        let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
-        v["groups"][g]["held"].as_bool()
-    };
     eventually("node 2 holds group 1", Duration::from_secs(30), || async {
         (held(1).await == Some(true)).then_some(())
     })

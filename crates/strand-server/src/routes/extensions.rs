@@ -42,6 +42,23 @@ pub enum Extension {
     Bootstrap(BucketStreamId),
 }
 
+impl Extension {
+    /// The stream whose group the extension's request needs (a
+    /// transaction's: any stream of its affinity group).
+    pub(crate) fn placement(&self) -> BucketStreamId {
+        match self {
+            Self::AppendBatch(id)
+            | Self::Snapshot(id, _)
+            | Self::Retention(id, _)
+            | Self::Attrs(id)
+            | Self::Bootstrap(id) => id.clone(),
+            Self::Transaction { bucket, affinity } => {
+                BucketStreamId::with_affinity(bucket, affinity, "placement")
+            }
+        }
+    }
+}
+
 fn id_of(bucket: &str, parts: &[String]) -> Option<BucketStreamId> {
     match parts {
         [stream] => Some(BucketStreamId::new(bucket, stream.as_str())),
@@ -328,7 +345,11 @@ async fn transaction(state: &AppState, bucket: &str, affinity: &str, body: Body)
             record_match: None,
         });
     }
-    let placement = BucketStreamId::with_affinity(bucket, affinity, "placement");
+    let placement = Extension::Transaction {
+        bucket: bucket.to_owned(),
+        affinity: affinity.to_owned(),
+    }
+    .placement();
     let _admission = state.admit(&placement, bytes.len())?;
     let outcome = state.engine.transaction(&placement, commands).await?;
     let responses = outcome.map_err(|e| machine(&e))?;

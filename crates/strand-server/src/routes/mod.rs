@@ -302,21 +302,23 @@ async fn route_request(
         }
         // A group this node does not hold (one that joined holds none
         // until the group's leader adds it): its empty state would answer
-        // 404 for streams that exist, so the request goes to a member
-        // that holds the data (a stream's to its group's leader, the rest
-        // to group 0's), at most one hop. A stream's request needs its own
-        // group only (a fork reads its sources wherever they are held);
-        // a listing and the bucket routes are answered here (the engine
-        // asks a member about each group this node does not hold and
-        // forwards its commands to those groups' leaders); the extension
-        // and subscription routes need every group.
-        let (group, held) = match &route {
+        // 404 for streams that exist, so a stream's request goes to a
+        // member that holds the data (the group's leader first), at most
+        // one hop. A request needs its stream's group only: what crosses
+        // groups (a fork's sources, a listing, the bucket routes, the
+        // subscription registry) the engine asks of the members that
+        // hold the other groups, and its commands for those groups go to
+        // their leaders.
+        let group = match &route {
             Route::Stream(named, _) | Route::Integrity(named) => {
-                let group = state.engine.group_for(&named.id);
-                (group, raft.holds(group))
+                Some(state.engine.group_for(&named.id))
             }
-            Route::List { .. } | Route::Bucket(..) => (0, true),
-            _ => (0, raft.holds_every_group()),
+            Route::Extension(extension) => Some(state.engine.group_for(&extension.placement())),
+            _ => None,
+        };
+        let (group, held) = match group {
+            Some(group) => (group, raft.holds(group)),
+            None => (0, true),
         };
         if !held {
             if !request.headers().contains_key(crate::proxy::FORWARDED_BY)

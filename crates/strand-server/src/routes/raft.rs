@@ -215,7 +215,8 @@ async fn node_and_body<'a, T: serde::de::DeserializeOwned>(
 /// not know, `400` for a body that is not the question.
 pub(super) async fn ask(state: &AppState, rest: &str, request: Request) -> Response {
     use strand_engine::{
-        AnswerError, BucketExists, BucketUsage, GroupQuery, ProbeFork, ReadStep, SoftDeleted,
+        AnswerError, BucketExists, BucketUsage, GroupQuery, HeadOf, ProbeFork, ReadPage, ReadStep,
+        SoftDeleted,
     };
     let text = |status: StatusCode, what: String| (status, format!("{what}\n")).into_response();
     let Some((group, kind)) = rest.split_once('/') else {
@@ -236,6 +237,8 @@ pub(super) async fn ask(state: &AppState, rest: &str, request: Request) -> Respo
         SoftDeleted::KIND => engine.answer_here::<SoftDeleted>(group, &body).await,
         ProbeFork::KIND => engine.answer_here::<ProbeFork>(group, &body).await,
         ReadStep::KIND => engine.answer_read_step(group, &body).await,
+        ReadPage::KIND => engine.answer_read(group, &body).await,
+        HeadOf::KIND => engine.answer_head(group, &body).await,
         crate::listing::ListScan::KIND => {
             engine
                 .answer_here::<crate::listing::ListScan>(group, &body)
