@@ -433,7 +433,8 @@ fn step_http_conformance_subscriptions(root: &Path) -> Result<(), String> {
 /// The official suite against node 2 of a three-node cluster, whose
 /// leaderships are balanced (moved) as the suite starts.
 fn step_http_conformance_cluster(root: &Path) -> Result<(), String> {
-    // Against node 2 of five: three voters per group, two learners.
+    // Against node 2 of five: three voters per group, so node 2 passes the
+    // requests for the groups it does not hold on to their members.
     http_conformance::http_conformance(
         root,
         &[
@@ -451,8 +452,8 @@ fn step_apps(root: &Path) -> Result<(), String> {
     apps::apps(root, &["--debug-build".into()])?;
     // Again with every byte read back from segment files.
     apps::apps(root, &["--debug-build".into(), "--flushed".into()])?;
-    // And against a node of a five-node cluster (three voters and two
-    // learners per group) while the leaderships move.
+    // And against a node of a five-node cluster (three voters per group,
+    // so it holds some groups only) while the leaderships move.
     apps::apps(
         root,
         &[

@@ -63,9 +63,14 @@ pub(crate) async fn sample(shared: &Shared, engine: &Engine) -> Result<(), Engin
     let group_completed: Vec<u64> = groups.iter().map(|b| b.sample_start()).collect();
     let mut total = 0u64;
     for group in 0..engine.group_count() {
-        let hot = engine
-            .query_group(group, |m| m.total_hot_payload_bytes())
-            .await?;
+        // A group this node does not hold is its members' to flush.
+        let hot = if engine.holds_group(group) {
+            engine
+                .query_group(group, |m| m.total_hot_payload_bytes())
+                .await?
+        } else {
+            0
+        };
         if let (Some(budget), Some(done)) = (groups.get(group), group_completed.get(group)) {
             budget.record_sample(hot, *done);
         }

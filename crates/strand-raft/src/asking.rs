@@ -31,20 +31,10 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
 type Metrics = openraft::RaftMetrics<NodeId, openraft::BasicNode>;
 
-/// Whether `metrics` show that this node (`me`) holds the group's state:
-/// its membership names `me` (voter or learner), and the node has
-/// applied the log up to that membership's entry, so its machine holds
-/// the group's history up to its admission.
-pub(crate) fn member_of(metrics: &Metrics, me: NodeId) -> bool {
-    let stored = &metrics.membership_config;
-    stored.membership().nodes().any(|(id, _)| *id == me)
-        && stored.log_id().as_ref().map(|l| l.index)
-            <= metrics.last_applied.as_ref().map(|l| l.index)
-}
-
 /// A cluster member's [`RemoteGroups`].
 pub(crate) struct Asker {
     pub(crate) me: NodeId,
+    pub(crate) holding: Arc<crate::holding::Holding>,
     /// Each group's metrics, as this node's Raft reports them.
     pub(crate) metrics: Vec<watch::Receiver<Metrics>>,
     pub(crate) links: Arc<ClusterLinks>,
@@ -85,7 +75,7 @@ impl RemoteGroups for Asker {
     fn holds(&self, group: usize) -> bool {
         self.metrics
             .get(group)
-            .is_some_and(|m| member_of(&m.borrow(), self.me))
+            .is_some_and(|m| self.holding.holds(group, &m.borrow()))
     }
 
     fn ask(&self, group: usize, kind: &'static str, query: Vec<u8>) -> RemoteAnswer {

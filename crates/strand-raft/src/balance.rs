@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use openraft::ChangeMembers;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{MoveStatus, NodeView, ask_view};
+use crate::cluster::{GroupView, MoveStatus, NodeView, ask_view};
 use crate::network::{ClusterLinks, PeerClient};
 use crate::placement::{Placed, plan};
 use crate::proposer::RaftGroup;
@@ -63,6 +63,9 @@ pub(crate) struct Balance {
     /// Each group's leader as the last round's views said (the view of
     /// the latest term that names one).
     leaders_seen: Mutex<Vec<Option<NodeId>>>,
+    /// Per group, whether the last round's plan gives this node a vote
+    /// (`None` before a round had a plan).
+    planned: Mutex<Option<Vec<bool>>>,
 }
 
 /// A node's leadership moves so far (in `GET /__strand/health` of a
@@ -125,6 +128,22 @@ impl Balance {
             })
             .collect();
         *crate::sync::lock(&self.leaders_seen) = seen;
+    }
+
+    /// Keeps which groups `plan` gives `me` a vote in.
+    fn note_plan(&self, me: NodeId, plan: Option<&[BTreeSet<NodeId>]>) {
+        if let Some(plan) = plan {
+            let mine = plan.iter().map(|voters| voters.contains(&me)).collect();
+            *crate::sync::lock(&self.planned) = Some(mine);
+        }
+    }
+
+    /// Whether the last round's plan gives this node a vote in `group`;
+    /// `None` before a round had a plan.
+    pub(crate) fn planned(&self, group: usize) -> Option<bool> {
+        crate::sync::lock(&self.planned)
+            .as_ref()
+            .map(|p| p.get(group).copied().unwrap_or(false))
     }
 
     pub(crate) fn stats(&self) -> BalanceStats {
@@ -253,10 +272,15 @@ impl Balancer {
         {
             return;
         }
-        let plan = self.plan(&metrics);
+        let known = known_groups(groups, me, &views);
+        let plan = self.plan(&metrics, &known);
+        self.balance.note_plan(me, plan.as_deref());
         if self.place(groups, &metrics, plan.as_deref()).await || !self.hand_offs {
             return;
         }
+        // Who leads each group: this node's own Raft knows only the groups
+        // it holds; the freshest views know the rest.
+        let leaders: Vec<Option<NodeId>> = known.iter().map(|k| k.as_ref()?.leader).collect();
         // Groups this node has led long enough.
         let mine: Vec<usize> = (0..groups.len())
             .filter(|&i| {
@@ -368,14 +392,26 @@ impl Balancer {
         *crate::sync::lock(&self.balance.moving) = status;
     }
 
-    /// Each group's planned voters ([`crate::placement::plan`]), once this
-    /// node knows every group's membership (a member not yet following a
-    /// group knows none of it).
-    fn plan(&self, metrics: &[Metrics]) -> Option<Vec<BTreeSet<NodeId>>> {
-        if metrics.iter().any(|m| voters(m).is_empty()) {
-            return None;
-        }
-        Some(plan(&placed(metrics), &registry(metrics), self.factor))
+    /// Each group's planned voters ([`crate::placement::plan`]), once the
+    /// freshest views (`known`, [`known_groups`]) name every group's
+    /// voters: a node holds only some groups, so its own Raft does not
+    /// know the others' memberships.
+    fn plan(
+        &self,
+        metrics: &[Metrics],
+        known: &[Option<GroupView>],
+    ) -> Option<Vec<BTreeSet<NodeId>>> {
+        let placed: Vec<Placed> = known
+            .iter()
+            .map(|k| {
+                let k = k.as_ref().filter(|k| !k.voters.is_empty())?;
+                Some(Placed {
+                    voters: k.voters.iter().copied().collect(),
+                    leader: k.leader,
+                })
+            })
+            .collect::<Option<_>>()?;
+        Some(plan(&placed, &registry(metrics), self.factor))
     }
 
     /// Moves one group this node leads towards the placement: a member
@@ -409,10 +445,12 @@ impl Balancer {
         let members = registry(metrics);
         for &g in led.iter().filter(|&&g| g != 0) {
             let membership = metrics[g].membership_config.membership();
-            // A member that does not follow the group yet.
-            let joining = members
-                .iter()
-                .find(|id| membership.get_node(id).is_none())
+            // A planned voter that does not follow the group yet (only
+            // the planned voters follow a group; with no plan yet, none
+            // is added).
+            let joining = plan
+                .and_then(|p| p.get(g))
+                .and_then(|want| want.iter().find(|id| membership.get_node(id).is_none()))
                 .and_then(|&id| Some((id, self.addr_of(&metrics[0], id)?)));
             if let Some((id, addr)) = joining {
                 let change =
@@ -424,8 +462,18 @@ impl Balancer {
                     .await;
                 return true;
             }
-            // A learner the cluster removed (its vote went first).
-            if let Some(gone) = membership.learner_ids().find(|id| !members.contains(id)) {
+            // A learner the cluster removed (its vote went first), or one
+            // the plan gives no vote (a voter that left stays a learner
+            // until then): it is told first, so it stops answering for
+            // the group before it stops hearing of it.
+            let gone = membership.learner_ids().find(|id| {
+                !members.contains(id)
+                    || plan.and_then(|p| p.get(g)).is_some_and(|w| !w.contains(id))
+            });
+            if let Some(gone) = gone {
+                if members.contains(&gone) {
+                    self.release(g, gone).await;
+                }
                 let change = groups[g]
                     .raft()
                     .change_membership(ChangeMembers::RemoveNodes([gone].into()), false);
@@ -468,6 +516,31 @@ impl Balancer {
             return true;
         }
         false
+    }
+
+    /// Tells member `id` that this node (group `group`'s leader) drops it
+    /// from the group ([`crate::RaftMessage::Release`]): it stops
+    /// answering for the group from its own state. A member that does not
+    /// answer stops at the latest when its lease runs out.
+    async fn release(&self, group: usize, id: NodeId) {
+        let Some(addr) = self.links.get(id) else {
+            return;
+        };
+        let path = crate::wire::RaftMessage::Release.path(group);
+        if let Err(e) = self
+            .client
+            .http
+            .post(
+                &addr,
+                &path,
+                Vec::new(),
+                self.links.token.as_deref(),
+                VIEW_TIMEOUT,
+            )
+            .await
+        {
+            tracing::debug!(group, node = id, error = %e, "a dropped learner was not told");
+        }
     }
 
     /// Where member `id` is reached: this node's `--peer` entry for it,
@@ -588,6 +661,33 @@ impl Balancer {
             .await
             .ok()
     }
+}
+
+/// Each group as the freshest view of it says (this node's own and the
+/// members' answers this round): the latest term, the view of the node
+/// that leads in it before the others, then the longest log. `None` for
+/// a group no view names voters of.
+fn known_groups(
+    groups: &[Arc<RaftGroup>],
+    me: NodeId,
+    views: &[(NodeId, Option<NodeView>)],
+) -> Vec<Option<GroupView>> {
+    groups
+        .iter()
+        .enumerate()
+        .map(|(g, group)| {
+            let own = group.view();
+            std::iter::once((me, &own))
+                .chain(
+                    views
+                        .iter()
+                        .filter_map(|(id, v)| Some((*id, v.as_ref()?.groups.get(g)?))),
+                )
+                .filter(|(_, v)| !v.voters.is_empty())
+                .max_by_key(|(id, v)| (v.term, v.leader == Some(*id), v.last_log_index))
+                .map(|(_, v)| v.clone())
+        })
+        .collect()
 }
 
 /// The cluster's members: the nodes of group 0's membership (voters and

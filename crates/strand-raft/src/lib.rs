@@ -36,7 +36,8 @@
 //! Modules: `start` (options, startup, snapshot by bytes), `error` (why a
 //! node could not start), `lock` (the
 //! data directory's lock), `proposer` (a group's `GroupLog`), `node` (the
-//! node handle and the receiving side of peer messages), `asking`
+//! node handle and the receiving side of peer messages), `holding`
+//! (which groups the node holds and may answer from), `asking`
 //! (questions about groups this node does not hold, asked at members
 //! that do: [`ASK_PATH`]), `wire` (message
 //! kinds and the batch format), `batch` (the sending side of batches),
@@ -50,6 +51,7 @@ mod balance;
 mod batch;
 mod cluster;
 mod error;
+mod holding;
 mod http;
 mod lock;
 mod log_store;
@@ -75,6 +77,7 @@ pub use cluster::{
     NodeView, REMOVE_PATH, ReplicaStatus, VIEW_PATH,
 };
 pub use error::StartError;
+pub use holding::LEASE;
 pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
 pub use network::ClusterLinks;
 pub use node::{

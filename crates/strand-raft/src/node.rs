@@ -10,6 +10,7 @@ use strand_engine::{Engine, EntryOutcome, GroupEntry, GroupLog, GroupStatus};
 
 use crate::balance::{Balance, BalanceStats};
 use crate::cluster::{ClusterStatus, DRAIN_PATH, NodeView, REMOVE_PATH, ask_view};
+use crate::holding::Holding;
 use crate::network::{ClusterLinks, PeerClient};
 use crate::proposer::RaftGroup;
 use crate::stats::{LogStats, NetworkStats, RaftGroupMetrics, SnapshotStats};
@@ -33,8 +34,8 @@ pub struct RaftNode {
     balance: Arc<Balance>,
     /// Voters per group.
     replication_factor: usize,
-    /// Set once the node held every group ([`RaftNode::holds_every_group`]).
-    held_all: Arc<std::sync::atomic::AtomicBool>,
+    /// Which groups the node holds ([`RaftNode::holds`]).
+    holding: Arc<Holding>,
 }
 
 /// The path a member takes a node's request to join the cluster on
@@ -172,7 +173,7 @@ impl RaftNode {
         groups: Vec<Arc<RaftGroup>>,
         node_id: NodeId,
         peers: Option<(Arc<ClusterLinks>, PeerClient)>,
-        (replication_factor, balance): (usize, Arc<Balance>),
+        (replication_factor, balance, holding): (usize, Arc<Balance>, Arc<Holding>),
     ) -> Self {
         let (links, peers) = peers.unzip();
         if let (Some(links), Some(client)) = (&links, &peers) {
@@ -180,6 +181,7 @@ impl RaftNode {
             // that do.
             engine.set_remote_groups(Arc::new(crate::asking::Asker {
                 me: node_id,
+                holding: Arc::clone(&holding),
                 metrics: groups.iter().map(|g| g.raft().metrics()).collect(),
                 links: Arc::clone(links),
                 client: client.clone(),
@@ -194,7 +196,7 @@ impl RaftNode {
             links,
             balance,
             replication_factor,
-            held_all: Arc::default(),
+            holding,
         }
     }
 
@@ -494,40 +496,45 @@ impl RaftNode {
         self.balance.removed()
     }
 
-    /// Whether this node holds group `group`'s state: its own log names
-    /// it a member of the group (voter or learner). The change that
-    /// added it comes after every entry before it, so a node that holds
-    /// a group has the group's history up to its admission and follows
-    /// from there, at most a few milliseconds behind the leader. A node
-    /// that joined a cluster holds none of a group until the group's
-    /// leader adds it (as a learner) and it received the log or a
-    /// snapshot; meanwhile its empty state must not answer for the group.
-    /// A node without peers holds every group.
+    /// Whether this node holds group `group`'s state and may answer from
+    /// it (`crate::holding`): its own log names it a member, it has
+    /// applied up to that entry, and it leads the group or heard from
+    /// its leader within the lease. A node that joined holds none of a
+    /// group until the group's leader adds it and it received the log or
+    /// a snapshot; a member the placement dropped from a group stops
+    /// holding it. Meanwhile its state must not answer for the group. A
+    /// node without peers holds every group.
     pub fn holds(&self, group: usize) -> bool {
-        if self.peers.is_none() {
-            return true;
-        }
         self.groups
             .get(group)
-            .is_some_and(|g| crate::asking::member_of(&g.raft().metrics().borrow(), self.node_id))
+            .is_some_and(|g| self.holding.holds(group, &g.raft().metrics().borrow()))
+    }
+
+    /// Whether this node is still taking up its groups: it does not hold
+    /// group 0 (every member follows it), or a group the placement gives
+    /// it a vote in (before its first placement round: any group) is not
+    /// held yet. Meanwhile it answers by passing
+    /// requests on, and its health says `joining`.
+    pub fn joining(&self) -> bool {
+        if self.peers.is_none() {
+            return false;
+        }
+        if !self.holds(0) {
+            return true;
+        }
+        (1..self.groups.len()).any(|g| {
+            // Before its first placement round a node cannot tell which
+            // groups are its own: it counts as joining until it holds all.
+            self.balance.planned(g).unwrap_or(true) && !self.holds(g)
+        })
     }
 
     /// Whether this node holds every group ([`RaftNode::holds`]): false
     /// while a node that joined is still being added to the groups (or, on
     /// a static cluster's first start, before the groups' first leaders
-    /// reached it). Once true it stays true: a member is never dropped
-    /// from a group while it is a member of the cluster (a removed node
-    /// is [`RaftNode::removed`]).
+    /// reached it), and for a member the placement gave some groups only.
     pub fn holds_every_group(&self) -> bool {
-        use std::sync::atomic::Ordering;
-        if self.held_all.load(Ordering::Relaxed) {
-            return true;
-        }
-        let all = (0..self.groups.len()).all(|g| self.holds(g));
-        if all {
-            self.held_all.store(true, Ordering::Relaxed);
-        }
-        all
+        (0..self.groups.len()).all(|g| self.holds(g))
     }
 
     /// Where to send a client request for group `group` that this node
@@ -662,7 +669,14 @@ impl RaftNode {
             return Err(MessageError::NotClustered);
         }
         match message {
-            RaftMessage::Append => answer(&raft.append_entries(request(body)?).await),
+            RaftMessage::Append => {
+                let taken = raft.append_entries(request(body)?).await;
+                if matches!(&taken, Ok(r) if !matches!(r, openraft::raft::AppendEntriesResponse::HigherVote(_)))
+                {
+                    self.holding.heard(group);
+                }
+                answer(&taken)
+            }
             RaftMessage::Vote => answer(&raft.vote(request(body)?).await),
             RaftMessage::Snapshot => answer(&raft.install_snapshot(request(body)?).await),
             RaftMessage::Propose => {
@@ -682,6 +696,12 @@ impl RaftNode {
                         Err(e) => Err(e.to_string()),
                     };
                 answer(&outcome)
+            }
+            RaftMessage::Release => {
+                self.holding
+                    .release(group, &group_node.raft().metrics().borrow());
+                tracing::info!(group, "released the group: its leader drops this node");
+                answer(&Ok::<(), String>(()))
             }
             RaftMessage::Elect => {
                 // The leader hands this node the leadership: campaign now

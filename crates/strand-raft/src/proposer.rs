@@ -14,6 +14,7 @@ use strand_engine::{
 use tokio::sync::mpsc;
 
 use crate::balance::Balance;
+use crate::holding::Holding;
 use crate::lock::DirLock;
 use crate::log_store::LogStore;
 use crate::network::{ClusterLinks, PeerClient};
@@ -21,6 +22,17 @@ use crate::snapshot_file::SnapshotDir;
 use crate::stats::{LogStats, RaftGroupMetrics, SnapshotStats};
 use crate::types::TypeConfig;
 use crate::wire::RaftMessage;
+
+/// How a cluster's member reaches the others about a group: its links
+/// and client, the leaders the members' views name, and which groups it
+/// holds.
+#[derive(Clone)]
+pub(crate) struct Membership {
+    pub(crate) links: Arc<ClusterLinks>,
+    pub(crate) client: PeerClient,
+    pub(crate) balance: Arc<Balance>,
+    pub(crate) holding: Arc<Holding>,
+}
 
 /// A group's Raft node, as the engine's `GroupLog`: proposals go to
 /// openraft in the order they are made, outcomes come back from the state
@@ -65,7 +77,7 @@ impl RaftGroup {
         group: usize,
         raft: Raft<TypeConfig>,
         log: LogStore,
-        cluster: Option<(Arc<ClusterLinks>, PeerClient, Arc<Balance>)>,
+        cluster: Option<Membership>,
     ) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
         let proposer = raft.clone();
@@ -114,15 +126,19 @@ impl RaftGroup {
                                 Ok(Ok(Err(
                                     openraft::error::ClientWriteError::ForwardToLeader(f),
                                 ))) => match copy {
-                                    Some(((links, client, balance), entry)) => {
+                                    Some((
+                                        Membership {
+                                            links,
+                                            client,
+                                            balance,
+                                            holding,
+                                        },
+                                        entry,
+                                    )) => {
                                         // A group this node does not hold
                                         // has no leader it knows of: the
                                         // members' views name one.
-                                        let held = {
-                                            let m = local.metrics();
-                                            let m = m.borrow();
-                                            crate::asking::member_of(&m, m.id)
-                                        };
+                                        let held = holding.holds(group, &local.metrics().borrow());
                                         let leader = if held {
                                             f.leader_id.zip(f.leader_node).map(|(id, node)| {
                                                 (id, links.addr_of(id, &node.addr))

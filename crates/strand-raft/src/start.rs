@@ -259,6 +259,12 @@ pub async fn start_durable(
     // Leadership moves, and the leaders the members last saw (a group
     // this node does not hold forwards its proposals there).
     let balance: Arc<crate::balance::Balance> = Arc::default();
+    // Which groups the node holds (a cluster's member: those it follows).
+    let holding = Arc::new(crate::holding::Holding::new(
+        options.node_id,
+        groups,
+        cluster,
+    ));
     if let Some(replica) = &options.segment_replica {
         engine.set_segment_replica(Arc::clone(replica));
         if let Some(links) = &cluster_links {
@@ -375,7 +381,12 @@ pub async fn start_durable(
             log_handle,
             cluster_links
                 .clone()
-                .map(|links| (links, client.clone(), Arc::clone(&balance))),
+                .map(|links| crate::proposer::Membership {
+                    links,
+                    client: client.clone(),
+                    balance: Arc::clone(&balance),
+                    holding: Arc::clone(&holding),
+                }),
         );
         raft_group.dir_lock = std::sync::Mutex::new(Some(Arc::clone(&lock)));
         raft_group.snapshots = Some(snapshot_files);
@@ -421,7 +432,7 @@ pub async fn start_durable(
         groups,
         options.node_id,
         cluster_links.map(|links| (links, client)),
-        (options.replication_factor, balance),
+        (options.replication_factor, balance, holding),
     );
     node.start_balancing(
         options.balance_interval,

@@ -34,16 +34,20 @@ pub enum RaftMessage {
     /// The leader asks a voter that holds every entry to campaign at once,
     /// handing it the leadership: `elect`.
     Elect,
+    /// The leader is about to drop a learner from the group: it stops
+    /// answering for the group now (`release`).
+    Release,
 }
 
 impl RaftMessage {
     /// Every message.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Append,
         Self::Vote,
         Self::Snapshot,
         Self::Propose,
         Self::Elect,
+        Self::Release,
     ];
 
     /// The message's name on the wire.
@@ -55,6 +59,7 @@ impl RaftMessage {
             Self::Snapshot => "snapshot",
             Self::Propose => "propose",
             Self::Elect => "elect",
+            Self::Release => "release",
         }
     }
 

@@ -285,11 +285,12 @@ impl Metrics {
 async fn scrape(sources: Sources<'_>) -> Registry {
     let mut r = Registry::with_prefix("strand");
     let engine = sources.engine;
-    // The groups' machines: hot bytes, streams, buckets.
+    // The machines of the groups the node holds: hot bytes, streams,
+    // buckets.
     let mut hot = Vec::new();
     let mut streams = 0u64;
     let mut buckets = BTreeSet::new();
-    for group in 0..engine.group_count() {
+    for group in (0..engine.group_count()).filter(|&g| engine.holds_group(g)) {
         let answer = engine
             .query_group(group, |m| {
                 let usage = m.bucket_usage_report();

@@ -359,6 +359,19 @@ async fn a_damaged_or_truncated_copy_is_replaced_from_a_peer() {
         .unwrap();
 
     nodes[usize::try_from(hurt - 1).unwrap()] = Some(start_args(&node_args(dir, hurt, &ports)));
+    // Until it holds its groups again it passes reads on: wait, so the
+    // reads below are its own.
+    until("the follower holds every group again", || async {
+        let Ok(r) = request(at(hurt), "GET", "/__strand/health", &[], b"").await else {
+            return false;
+        };
+        serde_json::from_slice::<serde_json::Value>(&r.body).is_ok_and(|v| {
+            v["groups"]
+                .as_array()
+                .is_some_and(|g| g.iter().all(|g| g["held"] == true))
+        })
+    })
+    .await;
     until("the follower serves every byte again", || async {
         read_all(at(hurt), "s").await.as_deref() == Some(expected.as_slice())
     })

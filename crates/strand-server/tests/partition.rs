@@ -687,7 +687,7 @@ async fn a_leader_cut_off_during_a_membership_change() {
                     *votes.entry(id.as_u64().unwrap()).or_insert(0usize) += 1;
                 }
                 voters.len() == 3
-                    && voters.len() + learners.len() == members.len()
+                    && learners.len() == crate::cluster::settled_learners(g, members.len())
                     && voters.contains(&g["leader"])
             });
             let counts: Vec<usize> = members

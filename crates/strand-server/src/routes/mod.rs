@@ -63,7 +63,11 @@ async fn health(state: &AppState) -> Response {
     let (groups, ready, totals) = match &state.raft {
         Some(raft) => {
             let groups = raft.status();
-            let ready = groups.iter().all(|g| g.replication.leader.is_some());
+            // A group this node does not hold is its members' to answer.
+            let ready = groups
+                .iter()
+                .filter(|g| g.held)
+                .all(|g| g.replication.leader.is_some());
             let totals = groups.iter().map(|g| g.log).fold(
                 strand_raft::LogStats::default(),
                 strand_raft::LogStats::combined,
@@ -82,7 +86,11 @@ async fn health(state: &AppState) -> Response {
         .raft
         .as_ref()
         .is_some_and(strand_raft::RaftNode::removed);
-    let joining = !removed && state.raft.as_ref().is_some_and(|r| !r.holds_every_group());
+    let joining = !removed
+        && state
+            .raft
+            .as_ref()
+            .is_some_and(strand_raft::RaftNode::joining);
     let ready = ready && !removed && !joining;
     let status = if removed {
         "removed"
