@@ -299,10 +299,7 @@ impl RaftNode {
         // not answer leads nothing the others still follow.
         if self.drain(id, true, PEER_TIMEOUT).await.is_ok() {
             let deadline = tokio::time::Instant::now() + wait;
-            while self
-                .groups
-                .iter()
-                .any(|g| g.raft().metrics().borrow().current_leader == Some(id))
+            while (0..self.groups.len()).any(|g| self.leader_of(g) == Some(id))
                 && tokio::time::Instant::now() < deadline
             {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -508,6 +505,20 @@ impl RaftNode {
         self.groups
             .get(group)
             .is_some_and(|g| self.holding.holds(group, &g.raft().metrics().borrow()))
+    }
+
+    /// Group `group`'s leader as this node knows it: its own Raft's for a
+    /// group it holds, else the one the members' views named in the last
+    /// balancing round (its own Raft's view of a group it does not hold
+    /// is stale).
+    fn leader_of(&self, group: usize) -> Option<NodeId> {
+        if self.holds(group) {
+            self.groups
+                .get(group)
+                .and_then(|g| g.raft().metrics().borrow().current_leader)
+        } else {
+            self.balance.leader_seen(group)
+        }
     }
 
     /// Whether this node is still taking up its groups: it does not hold
