@@ -133,14 +133,7 @@ impl Engine {
                 });
             }
         };
-        Ok(StepAnswer::Data {
-            offset: read.offset,
-            next_offset: read.next_offset,
-            content_type: read.content_type,
-            slices: read.slices,
-            up_to_date: read.up_to_date,
-            closed: read.closed,
-        })
+        Ok(StepAnswer::Data(read.into()))
     }
 
     /// Answers another node's [`ReadStep`] (encoded as `step`) in
@@ -196,21 +189,7 @@ impl Engine {
             max_len,
         };
         match self.ask_elsewhere(group, ReadPage::KIND, &page).await? {
-            StepAnswer::Data {
-                offset,
-                next_offset,
-                content_type,
-                slices,
-                up_to_date,
-                closed,
-            } => Ok(Ok(HotRead {
-                offset,
-                next_offset,
-                content_type,
-                slices,
-                up_to_date,
-                closed,
-            })),
+            StepAnswer::Data(page) => Ok(Ok(page.into())),
             StepAnswer::Refused(e) => Ok(Err(e)),
             StepAnswer::Inherited { .. } => Err(EngineError::Unavailable(Unavailable::Remote)),
         }
@@ -260,14 +239,7 @@ impl Engine {
         let page: ReadPage = decode(ReadPage::KIND, page)?;
         self.answerable(group, ReadPage::KIND, &page.stream)?;
         let answer = match self.read(page.stream, page.from, page.max_len).await? {
-            Ok(read) => StepAnswer::Data {
-                offset: read.offset,
-                next_offset: read.next_offset,
-                content_type: read.content_type,
-                slices: read.slices,
-                up_to_date: read.up_to_date,
-                closed: read.closed,
-            },
+            Ok(read) => StepAnswer::Data(read.into()),
             Err(e) => StepAnswer::Refused(e),
         };
         Ok(encode(&answer)?)

@@ -345,23 +345,7 @@ impl Engine {
                     .unwrap_or(usize::MAX)
                     .min(remaining);
                 match self.read_step(&owner, at, span).await? {
-                    StepAnswer::Data {
-                        offset,
-                        next_offset,
-                        content_type,
-                        slices,
-                        up_to_date,
-                        closed,
-                    } => {
-                        break HotRead {
-                            offset,
-                            next_offset,
-                            content_type,
-                            slices,
-                            up_to_date,
-                            closed,
-                        };
-                    }
+                    StepAnswer::Data(page) => break HotRead::from(page),
                     StepAnswer::Refused(e) => return Ok(Err(e)),
                     StepAnswer::Inherited {
                         source,

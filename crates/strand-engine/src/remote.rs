@@ -21,7 +21,9 @@ use std::pin::Pin;
 use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strand::{BucketStreamId, BucketUsageSnapshot, ForkProbe, StreamResponse, StreamStateMachine};
+use strand::{
+    BucketStreamId, BucketUsageSnapshot, ForkProbe, HotRead, StreamResponse, StreamStateMachine,
+};
 
 use crate::error::EngineError;
 
@@ -249,24 +251,54 @@ impl HeadOf {
     pub const KIND: &'static str = "head";
 }
 
+/// A page of a stream's own bytes as it travels (`strand::HotRead`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Page {
+    /// Where the bytes start.
+    pub offset: u64,
+    /// Where the next read starts.
+    pub next_offset: u64,
+    /// The stream's content type.
+    pub content_type: String,
+    /// The bytes, in offset order.
+    pub slices: Vec<Bytes>,
+    /// Whether the read reached the tail.
+    pub up_to_date: bool,
+    /// Whether the stream is closed.
+    pub closed: bool,
+}
+
+impl From<HotRead> for Page {
+    fn from(read: HotRead) -> Self {
+        Self {
+            offset: read.offset,
+            next_offset: read.next_offset,
+            content_type: read.content_type,
+            slices: read.slices,
+            up_to_date: read.up_to_date,
+            closed: read.closed,
+        }
+    }
+}
+
+impl From<Page> for HotRead {
+    fn from(page: Page) -> Self {
+        Self {
+            offset: page.offset,
+            next_offset: page.next_offset,
+            content_type: page.content_type,
+            slices: page.slices,
+            up_to_date: page.up_to_date,
+            closed: page.closed,
+        }
+    }
+}
+
 /// What a [`ReadStep`] or a [`ReadPage`] found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StepAnswer {
     /// The stream's own bytes.
-    Data {
-        /// Where the bytes start.
-        offset: u64,
-        /// Where the next read starts.
-        next_offset: u64,
-        /// The stream's content type.
-        content_type: String,
-        /// The bytes, in offset order.
-        slices: Vec<Bytes>,
-        /// Whether the read reached the tail.
-        up_to_date: bool,
-        /// Whether the stream is closed.
-        closed: bool,
-    },
+    Data(Page),
     /// The machine's refusal.
     Refused(StreamResponse),
     /// The offset lies below the stream's fork offset `cap`: read

@@ -929,14 +929,9 @@ async fn questions_about_a_group_are_answered_from_its_machine() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let step: strand_engine::StepAnswer = rmp_serde::from_slice(&r.body).unwrap();
     match step {
-        strand_engine::StepAnswer::Data {
-            offset,
-            next_offset,
-            slices,
-            ..
-        } => {
-            assert_eq!((offset, next_offset), (0, 3));
-            assert_eq!(slices.concat(), b"hel");
+        strand_engine::StepAnswer::Data(page) => {
+            assert_eq!((page.offset, page.next_offset), (0, 3));
+            assert_eq!(page.slices.concat(), b"hel");
         }
         other => panic!("{other:?}"),
     }
