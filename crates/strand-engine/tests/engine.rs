@@ -12,7 +12,7 @@ use strand_engine::{
     Engine, EngineConfig, EngineError, ManualClock, ReadFrom, WaitOutcome, WriteRequest,
 };
 
-fn engine(groups: usize) -> Engine {
+pub(crate) fn engine(groups: usize) -> Engine {
     Engine::start_with_clock(
         EngineConfig {
             groups,
@@ -22,7 +22,7 @@ fn engine(groups: usize) -> Engine {
     )
 }
 
-fn create(id: &BucketStreamId, body: &'static [u8]) -> StreamCommand {
+pub(crate) fn create(id: &BucketStreamId, body: &'static [u8]) -> StreamCommand {
     StreamCommand::CreateStream {
         stream_id: id.clone(),
         content_type: "text/plain".into(),

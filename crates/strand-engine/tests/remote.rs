@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use strand::StreamCommand;
 use strand_engine::{
-    AnswerError, BucketExists, BucketUsage, Engine, EngineConfig, EngineError, GroupQuery,
-    ManualClock, RemoteAnswer, RemoteGroups, Unavailable,
+    AnswerError, BucketExists, BucketUsage, Engine, EngineError, GroupQuery, RemoteAnswer,
+    RemoteGroups, Unavailable,
 };
 
 /// Holds the groups in `held`; answers every question about the others
@@ -42,13 +42,7 @@ fn acme() -> Vec<u8> {
 }
 
 fn engine() -> Engine {
-    Engine::start_with_clock(
-        EngineConfig {
-            groups: 4,
-            ..EngineConfig::default()
-        },
-        Arc::new(ManualClock::new(1_000)),
-    )
+    crate::engine::engine(4)
 }
 
 #[tokio::test]
@@ -145,21 +139,7 @@ async fn questions_from_others_are_answered_about_held_groups_only() {
         .await
         .unwrap();
     let created = engine
-        .apply(
-            &id,
-            StreamCommand::CreateStream {
-                stream_id: id.clone(),
-                content_type: "text/plain".into(),
-                initial_payload: bytes::Bytes::from_static(b"hello"),
-                close_after: false,
-                stream_seq: None,
-                producer: None,
-                stream_ttl_seconds: None,
-                stream_expires_at_ms: None,
-                attrs: None,
-                now_ms: 1_000,
-            },
-        )
+        .apply(&id, crate::engine::create(&id, b"hello"))
         .await
         .unwrap();
     assert!(
