@@ -88,8 +88,20 @@ enum Planned {
     /// Entirely hot after all (the data was read concurrently with a
     /// flush, or the caller asked for a hot range).
     Hot(HotRead),
-    /// The cold part's plan, and the hot bytes that follow it.
-    Cold(StreamReadPlan, Option<HotRead>),
+    /// The cold part's plan, and what follows it on the page.
+    Cold(StreamReadPlan, After),
+}
+
+/// What follows a page's cold part.
+enum After {
+    /// Nothing known: the page ends with its cold part, which the
+    /// object's sidecar ends on a message boundary where it knows one.
+    Unknown,
+    /// The page ends with its cold part, at a message start the machine
+    /// knows (the hot start).
+    Boundary,
+    /// These hot bytes.
+    Hot(HotRead),
 }
 
 /// One ranged GET: an object, a byte range in it, and the lengths of the
@@ -141,12 +153,37 @@ fn plan_read(
     };
     let used = usize::try_from(plan.next_offset.saturating_sub(offset)).unwrap_or(usize::MAX);
     let rest = max_len.saturating_sub(used);
-    let hot = if rest > 0 && plan.next_offset == hot_start && !plan.up_to_date {
-        hot(hot_start, rest).ok().map(whole)
+    let after = if rest > 0 && plan.next_offset == hot_start && !plan.up_to_date {
+        match hot(hot_start, rest) {
+            Ok(read) if now_ms.is_some() => after_cold(m, id, read),
+            Ok(read) => After::Hot(read),
+            Err(_) => After::Unknown,
+        }
     } else {
-        None
+        After::Unknown
     };
-    Ok(Planned::Cold(plan, hot))
+    Ok(Planned::Cold(plan, after))
+}
+
+/// The hot bytes that follow a page's cold part, ended as the whole page
+/// must end: where they stop inside a message, at that message's start,
+/// and before them all when that start is the hot start or below it.
+/// (The machine's own rule keeps a page holding no whole message; this
+/// page holds the cold bytes before it, so it ends the same whichever
+/// tier its bytes were in when it was read.)
+fn after_cold(m: &strand::StreamStateMachine, id: &BucketStreamId, mut read: HotRead) -> After {
+    if read.up_to_date {
+        return After::Hot(read);
+    }
+    match m.message_bounds(id, read.next_offset) {
+        Some((start, _)) if start == read.offset => After::Boundary,
+        Some((start, _)) if start < read.offset => After::Unknown,
+        Some((start, _)) => {
+            read.truncate_at(start);
+            After::Hot(read)
+        }
+        None => After::Hot(read),
+    }
 }
 
 /// Reads a page that may start in the cold tier: `Ok(Err(response))` is
@@ -168,10 +205,10 @@ pub(crate) async fn read(
         let planned = engine
             .query(&id, move |m| plan_read(m, &query_id, from, max_len, now_ms))
             .await?;
-        let (plan, hot) = match planned {
+        let (plan, after) = match planned {
             Err(response) => return Ok(Err(response)),
             Ok(Planned::Hot(read)) => return Ok(Ok(read)),
-            Ok(Planned::Cold(plan, hot)) => (plan, hot),
+            Ok(Planned::Cold(plan, after)) => (plan, after),
         };
         // An offset a client computed, inside a flushed message: the read
         // starts at that message, as it does above the hot start.
@@ -195,14 +232,18 @@ pub(crate) async fn read(
                     up_to_date: plan.up_to_date,
                     closed: plan.closed,
                 };
-                let cold_end = read.next_offset;
-                if let Some(hot) = hot {
-                    read.next_offset = hot.next_offset;
-                    read.up_to_date = hot.up_to_date;
-                    read.closed = hot.closed;
-                    read.slices.extend(hot.slices);
-                }
-                if !through && read.next_offset == cold_end {
+                let ends_cold = match after {
+                    After::Hot(hot) => {
+                        read.next_offset = hot.next_offset;
+                        read.up_to_date = hot.up_to_date;
+                        read.closed = hot.closed;
+                        read.slices.extend(hot.slices);
+                        false
+                    }
+                    After::Boundary => false,
+                    After::Unknown => true,
+                };
+                if !through && ends_cold {
                     // The page ends in a flushed object: at a message
                     // boundary where its sidecar knows one.
                     end_on_message(shared, &plan, &mut read).await?;
