@@ -133,7 +133,7 @@ impl Engine {
                 });
             }
         };
-        Ok(StepAnswer::Data(read.into()))
+        Ok(StepAnswer::Data(read))
     }
 
     /// Answers another node's [`ReadStep`] (encoded as `step`) in
@@ -189,7 +189,7 @@ impl Engine {
             max_len,
         };
         match self.ask_elsewhere(group, ReadPage::KIND, &page).await? {
-            StepAnswer::Data(page) => Ok(Ok(page.into())),
+            StepAnswer::Data(page) => Ok(Ok(page)),
             StepAnswer::Refused(e) => Ok(Err(e)),
             StepAnswer::Inherited { .. } => Err(EngineError::Unavailable(Unavailable::Remote)),
         }
@@ -239,7 +239,7 @@ impl Engine {
         let page: ReadPage = decode(ReadPage::KIND, page)?;
         self.answerable(group, ReadPage::KIND, &page.stream)?;
         let answer = match self.read(page.stream, page.from, page.max_len).await? {
-            Ok(read) => StepAnswer::Data(read.into()),
+            Ok(read) => StepAnswer::Data(read),
             Err(e) => StepAnswer::Refused(e),
         };
         Ok(encode(&answer)?)

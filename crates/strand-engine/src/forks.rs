@@ -224,7 +224,7 @@ impl Engine {
         for _ in 0..=MAX_FORK_DEPTH {
             let id = owner.clone();
             let group = self.group_for(&owner);
-            match ForkProbe::from(self.ask(group, ProbeFork { stream: id, offset }).await?) {
+            match self.ask(group, ProbeFork { stream: id, offset }).await? {
                 ForkProbe::Missing => {
                     return Ok(Err(StreamResponse::error(
                         StreamErrorCode::StreamNotFound,
@@ -345,7 +345,7 @@ impl Engine {
                     .unwrap_or(usize::MAX)
                     .min(remaining);
                 match self.read_step(&owner, at, span).await? {
-                    StepAnswer::Data(page) => break HotRead::from(page),
+                    StepAnswer::Data(page) => break page,
                     StepAnswer::Refused(e) => return Ok(Err(e)),
                     StepAnswer::Inherited {
                         source,

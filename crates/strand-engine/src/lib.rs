@@ -58,8 +58,8 @@ pub use log::{EntryOutcome, GroupEntry, GroupLog, GroupStatus, LogFuture, Propos
 pub use ops::{HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest};
 pub use placement::{fnv1a64, group_of, placement_hash};
 pub use remote::{
-    AnswerError, BucketExists, BucketUsage, GroupQuery, HeadOf, Page, ProbeAnswer, ProbeFork,
-    ReadPage, ReadStep, RemoteAnswer, RemoteGroups, SoftDeleted, StepAnswer,
+    AnswerError, BucketExists, BucketUsage, GroupQuery, HeadOf, ProbeFork, ReadPage, ReadStep,
+    RemoteAnswer, RemoteGroups, SoftDeleted, StepAnswer,
 };
 pub use replica::{FlushedPiece, Reclaimed, SegmentPeers, SegmentReplica};
 pub use start::GroupLink;

@@ -18,7 +18,6 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use strand::{
@@ -135,70 +134,11 @@ pub struct ProbeFork {
     pub offset: u64,
 }
 
-/// [`ForkProbe`] as it travels.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum ProbeAnswer {
-    /// [`ForkProbe::Missing`].
-    Missing,
-    /// [`ForkProbe::Own`].
-    Own {
-        /// The end of the message at the offset.
-        message_end: Option<u64>,
-        /// The JSON record starting there.
-        record: Option<u64>,
-        /// The stream's tail.
-        tail: u64,
-    },
-    /// [`ForkProbe::Inherited`].
-    Inherited {
-        /// The source stream.
-        source: BucketStreamId,
-        /// The fork offset.
-        cap: u64,
-    },
-}
-
-impl From<ForkProbe> for ProbeAnswer {
-    fn from(probe: ForkProbe) -> Self {
-        match probe {
-            ForkProbe::Missing => Self::Missing,
-            ForkProbe::Own {
-                message_end,
-                record,
-                tail,
-            } => Self::Own {
-                message_end,
-                record,
-                tail,
-            },
-            ForkProbe::Inherited { source, cap } => Self::Inherited { source, cap },
-        }
-    }
-}
-
-impl From<ProbeAnswer> for ForkProbe {
-    fn from(probe: ProbeAnswer) -> Self {
-        match probe {
-            ProbeAnswer::Missing => Self::Missing,
-            ProbeAnswer::Own {
-                message_end,
-                record,
-                tail,
-            } => Self::Own {
-                message_end,
-                record,
-                tail,
-            },
-            ProbeAnswer::Inherited { source, cap } => Self::Inherited { source, cap },
-        }
-    }
-}
-
 impl GroupQuery for ProbeFork {
     const KIND: &'static str = "fork-probe";
-    type Answer = ProbeAnswer;
-    fn run(self, machine: &StreamStateMachine) -> ProbeAnswer {
-        machine.fork_probe(&self.stream, self.offset).into()
+    type Answer = ForkProbe;
+    fn run(self, machine: &StreamStateMachine) -> ForkProbe {
+        machine.fork_probe(&self.stream, self.offset)
     }
 }
 
@@ -251,54 +191,11 @@ impl HeadOf {
     pub const KIND: &'static str = "head";
 }
 
-/// A page of a stream's own bytes as it travels (`strand::HotRead`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Page {
-    /// Where the bytes start.
-    pub offset: u64,
-    /// Where the next read starts.
-    pub next_offset: u64,
-    /// The stream's content type.
-    pub content_type: String,
-    /// The bytes, in offset order.
-    pub slices: Vec<Bytes>,
-    /// Whether the read reached the tail.
-    pub up_to_date: bool,
-    /// Whether the stream is closed.
-    pub closed: bool,
-}
-
-impl From<HotRead> for Page {
-    fn from(read: HotRead) -> Self {
-        Self {
-            offset: read.offset,
-            next_offset: read.next_offset,
-            content_type: read.content_type,
-            slices: read.slices,
-            up_to_date: read.up_to_date,
-            closed: read.closed,
-        }
-    }
-}
-
-impl From<Page> for HotRead {
-    fn from(page: Page) -> Self {
-        Self {
-            offset: page.offset,
-            next_offset: page.next_offset,
-            content_type: page.content_type,
-            slices: page.slices,
-            up_to_date: page.up_to_date,
-            closed: page.closed,
-        }
-    }
-}
-
 /// What a [`ReadStep`] or a [`ReadPage`] found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StepAnswer {
     /// The stream's own bytes.
-    Data(Page),
+    Data(HotRead),
     /// The machine's refusal.
     Refused(StreamResponse),
     /// The offset lies below the stream's fork offset `cap`: read

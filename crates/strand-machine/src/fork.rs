@@ -148,7 +148,8 @@ impl StreamSlot {
 }
 
 /// What a fork probe found at an offset (`StreamStateMachine::fork_probe`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serializable: a node asks it of a member holding the stream's group.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ForkProbe {
     /// The stream is missing (or expired and not pinned).
     Missing,

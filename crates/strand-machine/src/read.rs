@@ -84,8 +84,9 @@ fn object_piece(
 
 /// A read served from the hot buffer without copying: the payload is a
 /// list of `Bytes` slices of the appended buffers, in offset order, whose
-/// lengths add up to `next_offset - offset`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// lengths add up to `next_offset - offset`. Serializable: a node asks
+/// a page of a member holding the stream's group.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HotRead {
     /// Where the read starts.
     pub offset: u64,
