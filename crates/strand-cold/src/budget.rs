@@ -25,9 +25,17 @@ pub struct Admission<'a> {
 
 impl Drop for Admission<'_> {
     fn drop(&mut self) {
-        self.budget
-            .completed
-            .fetch_add(self.bytes, Ordering::SeqCst);
+        self.budget.complete(self.bytes);
+    }
+}
+
+impl Admission<'_> {
+    /// The bytes let in, with marking them finished left to the caller
+    /// ([`HotBudget::complete`]).
+    pub(crate) fn into_bytes(self) -> u64 {
+        let bytes = self.bytes;
+        std::mem::forget(self);
+        bytes
     }
 }
 
@@ -54,6 +62,11 @@ impl HotBudget {
             refused: AtomicU64::new(0),
             pressure: Notify::new(),
         }
+    }
+
+    /// Marks `bytes` let in earlier as finished.
+    pub(crate) fn complete(&self, bytes: u64) {
+        self.completed.fetch_add(bytes, Ordering::SeqCst);
     }
 
     /// The limit, if any.

@@ -181,6 +181,35 @@ pub struct TierAdmission<'a> {
     _group: Option<Admission<'a>>,
 }
 
+/// A [`TierAdmission`] that keeps its tier alive instead of borrowing it,
+/// so it can be held across tasks (an entry another node forwarded to
+/// this group's leader, held while the entry is proposed); dropping it
+/// marks the write finished.
+pub struct OwnedAdmission {
+    shared: Arc<Shared>,
+    group: usize,
+    node_bytes: u64,
+    group_bytes: u64,
+}
+
+impl std::fmt::Debug for OwnedAdmission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedAdmission")
+            .field("group", &self.group)
+            .field("bytes", &self.node_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for OwnedAdmission {
+    fn drop(&mut self) {
+        self.shared.budget.complete(self.node_bytes);
+        if let Some(budget) = self.shared.group_budget(self.group) {
+            budget.complete(self.group_bytes);
+        }
+    }
+}
+
 /// A node's cold tier: a backend, its workers' configuration, the
 /// hot-memory budget and the counters. Cheap to clone.
 #[derive(Clone)]
@@ -375,6 +404,23 @@ impl ColdTier {
         Ok(TierAdmission {
             _node: node,
             _group: group,
+        })
+    }
+
+    /// [`admit`](Self::admit), as an admission that owns what it needs.
+    ///
+    /// # Errors
+    /// As [`admit`](Self::admit).
+    pub fn admit_owned(&self, group: usize, bytes: u64) -> Result<OwnedAdmission, Refusal> {
+        let TierAdmission {
+            _node: node,
+            _group: in_group,
+        } = self.admit(group, bytes)?;
+        Ok(OwnedAdmission {
+            shared: Arc::clone(&self.shared),
+            group,
+            node_bytes: node.into_bytes(),
+            group_bytes: in_group.map_or(0, Admission::into_bytes),
         })
     }
 

@@ -60,6 +60,10 @@ pub enum Unavailable {
     /// answered a question about it.
     #[error("no node that holds it answered")]
     Remote,
+    /// The entry was handed to the leader on another node, whose
+    /// hot-memory limits keep it out until flushing catches up.
+    #[error("its leader's hot memory is full until flushing catches up")]
+    LeaderFull,
 }
 
 impl From<Unavailable> for EngineError {

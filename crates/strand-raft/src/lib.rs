@@ -81,7 +81,8 @@ pub use holding::LEASE;
 pub use log_store::{CACHE_BYTES, Fsync, LogStore, Recovery};
 pub use network::ClusterLinks;
 pub use node::{
-    JOIN_PATH, JoinRequest, MessageError, RaftGroupStatus, RaftNode, RemoveError, serve_batch,
+    ForwardedGate, JOIN_PATH, JoinRequest, MessageError, RaftGroupStatus, RaftNode, RemoveError,
+    serve_batch,
 };
 pub use placement::{DEFAULT_REPLICATION_FACTOR, MAX_REPLICATION_FACTOR, Placed, initial, plan};
 pub use segment::LogError;

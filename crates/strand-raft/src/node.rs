@@ -36,7 +36,16 @@ pub struct RaftNode {
     replication_factor: usize,
     /// Which groups the node holds ([`RaftNode::holds`]).
     holding: Arc<Holding>,
+    /// What lets entries other nodes forward to this node in
+    /// ([`RaftNode::set_forwarded_gate`]).
+    gate: Arc<std::sync::OnceLock<ForwardedGate>>,
 }
+
+/// Lets the payload of an entry another node forwarded to this node (the
+/// group's leader) in under this node's limits — `(group, payload
+/// bytes)` — or refuses it with the reason (the forwarder answers 503);
+/// what it lets in is held until the entry is committed.
+pub type ForwardedGate = Arc<dyn Fn(usize, u64) -> Result<Box<dyn Send>, String> + Send + Sync>;
 
 /// The path a member takes a node's request to join the cluster on
 /// (a `POST` with the cluster token; JSON [`JoinRequest`] body, JSON
@@ -197,7 +206,16 @@ impl RaftNode {
             balance,
             replication_factor,
             holding,
+            gate: Arc::default(),
         }
+    }
+
+    /// Installs what lets forwarded entries in (the server's hot-memory
+    /// budget): an entry proposed on another node reaches this one's log
+    /// without passing its own admission. Answers whether it was
+    /// installed (a node takes one).
+    pub fn set_forwarded_gate(&self, gate: ForwardedGate) -> bool {
+        self.gate.set(gate).is_ok()
     }
 
     /// Starts the node's placement rounds ([`crate::balance`]): every
@@ -694,6 +712,28 @@ impl RaftNode {
                 // Only the leader takes it; a forwarded entry is not
                 // forwarded again.
                 let entry: GroupEntry = request(body)?;
+                if group_node.waiting_for_space() {
+                    // Refused now rather than queued behind the write
+                    // that waits, as this node's own proposals are.
+                    return answer(&Err::<(EntryOutcome, u64), String>(
+                        crate::proposer::DISK_FULL.to_owned(),
+                    ));
+                }
+                let bytes = u64::try_from(entry.payload_bytes()).unwrap_or(u64::MAX);
+                // Entries without payload (flushes among them) always
+                // pass: they are what frees hot memory.
+                let _admitted = match self.gate.get().filter(|_| bytes > 0) {
+                    Some(gate) => match gate(group, bytes) {
+                        Ok(admitted) => Some(admitted),
+                        Err(why) => {
+                            return answer(&Err::<(EntryOutcome, u64), String>(format!(
+                                "{}{why}",
+                                crate::proposer::REFUSED
+                            )));
+                        }
+                    },
+                    None => None,
+                };
                 // Not while a leadership transfer holds proposals back.
                 let _pass = group_node.pass().await;
                 let outcome: Result<(EntryOutcome, u64), String> =

@@ -299,6 +299,12 @@ impl RaftGroup {
     }
 
     /// The group's log writer counters.
+    /// Whether the group's log waits for disk space (its filesystem is
+    /// full): what it is given now only queues behind that write.
+    pub(crate) fn waiting_for_space(&self) -> bool {
+        self.log.waiting_for_space()
+    }
+
     pub(crate) fn log_stats(&self) -> LogStats {
         self.log.stats()
     }
@@ -369,6 +375,14 @@ impl RaftGroup {
 /// append it because it does not lead (the entry may go to the next
 /// leader).
 pub(crate) const NOT_LEADER: &str = "not the leader: ";
+
+/// How a leader's refusal of a forwarded entry starts when its limits
+/// (the hot-memory budget) keep the entry out for now.
+pub(crate) const REFUSED: &str = "refused for now: ";
+
+/// A leader's refusal of a forwarded entry while its log waits for disk
+/// space.
+pub(crate) const DISK_FULL: &str = "the leader's log is waiting for disk space";
 
 /// How long a leadership transfer waits for its new leader to hold every
 /// entry (proposals wait meanwhile).
@@ -519,6 +533,11 @@ async fn forward_to(
                 };
                 leader = id;
                 addr = links.addr_of(id, &recorded);
+            }
+            Err(e) if e == DISK_FULL => return Err(Unavailable::DiskFull.into()),
+            Err(e) if e.starts_with(REFUSED) => {
+                tracing::debug!(error = %e, "the leader's limits refused a forwarded entry");
+                return Err(Unavailable::LeaderFull.into());
             }
             Err(e) => {
                 tracing::debug!(error = %e, "the leader refused a forwarded entry");

@@ -127,6 +127,17 @@ fn app_state(
     // stream's own reads and a fork's reads through its sources alike.
     if let Some(tier) = &cold {
         tier.install(&engine);
+        // What other nodes forward to this node's groups passes the same
+        // hot-memory limits as what its own clients write.
+        if let Some(raft) = &raft {
+            let tier = tier.clone();
+            raft.set_forwarded_gate(Arc::new(move |group, bytes| {
+                match tier.admit_owned(group, bytes) {
+                    Ok(admitted) => Ok(Box::new(admitted) as Box<dyn Send>),
+                    Err(refusal) => Err(state::refused(&tier, refusal).1.to_owned()),
+                }
+            }));
+        }
     }
     let subs = subs::Subscriptions::new(
         engine.clone(),

@@ -75,6 +75,7 @@ pub struct Metrics {
     appended_bytes: Counter,
     live_readers: Family<ModeLabels, Gauge>,
     sse_events: Counter,
+    passed_on: Counter,
 }
 
 impl Default for Metrics {
@@ -127,6 +128,12 @@ impl Metrics {
             "SSE events (data and control) sent to readers",
             sse_events.clone(),
         );
+        let passed_on = Counter::default();
+        registry.register(
+            "requests_passed_on",
+            "Client requests this cluster member passed on to a member holding their group",
+            passed_on.clone(),
+        );
         Self {
             registry,
             requests,
@@ -135,6 +142,7 @@ impl Metrics {
             appended_bytes,
             live_readers,
             sse_events,
+            passed_on,
         }
     }
 
@@ -166,6 +174,10 @@ impl Metrics {
     }
 
     /// Counts `n` SSE events sent.
+    pub(crate) fn passed_on(&self) {
+        self.passed_on.inc();
+    }
+
     pub(crate) fn sse_events(&self, n: u64) {
         self.sse_events.inc_by(n);
     }

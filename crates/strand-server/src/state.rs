@@ -71,8 +71,13 @@ impl AppState {
         bytes: usize,
     ) -> Result<Option<strand_cold::TierAdmission<'_>>, crate::errors::ApiError> {
         use axum::http::StatusCode;
-        use strand_cold::Refusal;
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        let group = self.engine.group_for(id);
+        if self.raft.as_ref().is_some_and(|raft| !raft.holds(group)) {
+            // The group's leader on another node takes the write, under
+            // its own limits (`strand_raft::ForwardedGate`).
+            return Ok(None);
+        }
         if let Some(disk) = &self.disk
             && let Err(low) = disk.admit(bytes)
         {
@@ -90,38 +95,9 @@ impl AppState {
         let Some(cold) = &self.cold else {
             return Ok(None);
         };
-        let group = self.engine.group_for(id);
         let (status, message) = match cold.admit(group, bytes) {
             Ok(admission) => return Ok(Some(admission)),
-            // It would never fit: waiting cannot help.
-            Err(Refusal::NodeTooLarge) => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "the body holds more bytes than the node's hot-memory limit (--max-hot-bytes)",
-            ),
-            Err(Refusal::GroupTooLarge) => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "the body holds more bytes than a group's hot-memory limit (--max-group-hot-bytes)",
-            ),
-            Err(Refusal::NodeFull) if cold.failing() => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the node's hot memory is full (--max-hot-bytes) and the tier below it cannot \
-                 take bytes now (a full disk or an unreachable store: see GET /__strand/cold); \
-                 reads go on",
-            ),
-            Err(Refusal::GroupFull) if cold.failing() => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the stream's group's hot memory is full (--max-group-hot-bytes) and the tier \
-                 below it cannot take bytes now (a full disk or an unreachable store: see \
-                 GET /__strand/cold); reads go on",
-            ),
-            Err(Refusal::NodeFull) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the node's hot memory is full (--max-hot-bytes); the cold tier is catching up",
-            ),
-            Err(Refusal::GroupFull) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the stream's group's hot memory is full (--max-group-hot-bytes); the cold tier is catching up",
-            ),
+            Err(refusal) => refused(cold, refusal),
         };
         let error = crate::errors::ApiError::new(status, message);
         Err(if status == StatusCode::SERVICE_UNAVAILABLE {
@@ -129,5 +105,45 @@ impl AppState {
         } else {
             error
         })
+    }
+}
+
+/// What a refusal of the hot-memory limits answers: its status and why.
+pub(crate) fn refused(
+    cold: &strand_cold::ColdTier,
+    refusal: strand_cold::Refusal,
+) -> (axum::http::StatusCode, &'static str) {
+    use axum::http::StatusCode;
+    use strand_cold::Refusal;
+    match refusal {
+        // It would never fit: waiting cannot help.
+        Refusal::NodeTooLarge => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the body holds more bytes than the node's hot-memory limit (--max-hot-bytes)",
+        ),
+        Refusal::GroupTooLarge => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the body holds more bytes than a group's hot-memory limit (--max-group-hot-bytes)",
+        ),
+        Refusal::NodeFull if cold.failing() => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the node's hot memory is full (--max-hot-bytes) and the tier below it cannot \
+             take bytes now (a full disk or an unreachable store: see GET /__strand/cold); \
+             reads go on",
+        ),
+        Refusal::GroupFull if cold.failing() => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the stream's group's hot memory is full (--max-group-hot-bytes) and the tier \
+             below it cannot take bytes now (a full disk or an unreachable store: see \
+             GET /__strand/cold); reads go on",
+        ),
+        Refusal::NodeFull => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the node's hot memory is full (--max-hot-bytes); the cold tier is catching up",
+        ),
+        Refusal::GroupFull => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the stream's group's hot memory is full (--max-group-hot-bytes); the cold tier is catching up",
+        ),
     }
 }

@@ -1804,3 +1804,148 @@ async fn a_joining_node_answers_through_a_member_until_it_holds_every_group() {
     first.kill9();
     second.kill9();
 }
+
+/// The value of the unlabelled counter `name` in a scrape of `/metrics`
+/// on the node at `addr` (its admin listener).
+async fn counter(addr: SocketAddr, name: &str) -> u64 {
+    let r = request(process::admin_addr(addr), "GET", "/metrics", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} is not in the scrape:\n{text}"))
+}
+
+/// An append through a member that does not hold its stream's group is
+/// proposed there and reaches the group's leader as a log entry — no
+/// request is passed on (`strand_requests_passed_on_total` stays) —
+/// while a read is passed on; and the leader lets forwarded bytes in
+/// under its own hot-memory limit: with the cold tier unreachable, the
+/// appends through the other member stop at the leader's limit with a
+/// 503 that says so, and the leader's hot bytes stay within it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_through_a_member_without_the_group_reach_its_leader_as_entries() {
+    const NODES: u64 = 4;
+    const GROUPS: usize = 4;
+    const LIMIT: usize = 256 * 1024;
+    const BODY: usize = 16 * 1024;
+    let tmp = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    // Nothing listens on port 1: every upload fails, nothing leaves the
+    // hot buffers.
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+    ];
+    let nodes: Vec<Server> = (1..=NODES)
+        .map(|id| {
+            let mut args = grouped_node_args(tmp.path(), id, &ports, GROUPS);
+            args.extend(
+                [
+                    "--admin-listen",
+                    "127.0.0.1:0",
+                    "--leader-balance-interval-ms",
+                    "200",
+                    "--cold-url",
+                    "s3://unreachable/strand",
+                    "--max-hot-bytes",
+                    &LIMIT.to_string(),
+                ]
+                .map(str::to_owned),
+            );
+            process::start_args_env(&args, &env)
+        })
+        .collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+    all_ready(&addrs, Duration::from_secs(90)).await;
+    let status = cluster_status(addrs[0], "three voters per group", |v| {
+        v["groups"].as_array().unwrap().iter().all(|g| {
+            g["voters"].as_array().unwrap().len() == 3
+                && g["learners"].as_array().unwrap().len() == settled_learners(g, 4)
+                && g["leader"].as_u64().is_some()
+        })
+    })
+    .await;
+    // Group 1, the member without a vote in it, and its leader.
+    let group = &status["groups"][1];
+    let voters = group["voters"].as_array().unwrap();
+    let outside = (1..=NODES)
+        .find(|id| !voters.contains(&serde_json::json!(id)))
+        .unwrap();
+    let leader = group["leader"].as_u64().unwrap();
+    let (via, at_leader) = (addrs[(outside - 1) as usize], addrs[(leader - 1) as usize]);
+    eventually(
+        "the member without a vote holds nothing of group 1",
+        Duration::from_secs(30),
+        || async {
+            let r = request(via, "GET", "/__strand/health", &[], b"")
+                .await
+                .ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+            (v["groups"][1]["held"] == false).then_some(())
+        },
+    )
+    .await;
+    let name = (0..)
+        .map(|i| format!("forwarded-{i}"))
+        .find(|n| {
+            strand_engine::group_of(&strand::BucketStreamId::new("default", n.as_str()), GROUPS)
+                == 1
+        })
+        .unwrap();
+    let path = format!("/v1/stream/{name}");
+    let text = [("Content-Type", "text/plain".to_owned())];
+    let r = request(via, "PUT", &path, &text, b"").await.unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let passed_on = counter(via, "strand_requests_passed_on_total").await;
+    assert!(passed_on >= 1, "the create was passed on");
+    // Appends until the leader's limit refuses one.
+    let mut acked = Vec::new();
+    let refusal = loop {
+        assert!(
+            acked.len() <= 2 * LIMIT,
+            "{} bytes acknowledged, past the leader's limit of {LIMIT}",
+            acked.len()
+        );
+        let body = vec![b'a' + (acked.len() / BODY % 26) as u8; BODY];
+        let r = request(via, "POST", &path, &text, &body).await.unwrap();
+        match r.status {
+            204 => acked.extend_from_slice(&body),
+            503 => break String::from_utf8_lossy(&r.body).into_owned(),
+            other => panic!("append: {other} {}", String::from_utf8_lossy(&r.body)),
+        }
+    };
+    assert!(refusal.contains("leader's hot memory is full"), "{refusal}");
+    assert!(
+        !acked.is_empty() && acked.len() <= LIMIT,
+        "{} bytes acknowledged",
+        acked.len()
+    );
+    assert_eq!(
+        counter(via, "strand_requests_passed_on_total").await,
+        passed_on,
+        "no append was passed on"
+    );
+    assert!(counter(at_leader, "strand_hot_bytes").await <= LIMIT as u64);
+    // A read is passed on, and finds every acknowledged byte.
+    let r = request(via, "GET", &format!("{path}?offset=-1"), &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.body == acked, "{} bytes read", r.body.len());
+    assert_eq!(
+        counter(via, "strand_requests_passed_on_total").await,
+        passed_on + 1
+    );
+    eprintln!(
+        "through node {outside} (no vote in group 1; leader node {leader}): {} bytes acknowledged, then: {refusal}",
+        acked.len()
+    );
+    for node in nodes {
+        node.kill9();
+    }
+}

@@ -312,7 +312,7 @@ async fn route_request(
         // until the group's leader adds it): its empty state would answer
         // 404 for streams that exist, so a stream's request goes to a
         // member that holds the data (the group's leader first), at most
-        // one hop. A request needs its stream's group only: what crosses
+        // one hop (appends aside, below). A request needs its stream's group only: what crosses
         // groups (a fork's sources, a listing, the bucket routes, the
         // subscription registry) the engine asks of the members that
         // hold the other groups, and its commands for those groups go to
@@ -328,11 +328,17 @@ async fn route_request(
             Some(group) => (group, raft.holds(group)),
             None => (0, true),
         };
-        if !held {
+        // An append is the exception: this node proposes it, and its
+        // group's proposer hands it to the leader as a log entry, batched
+        // with the others as a follower's are — no second HTTP request,
+        // and what it needs (the stream's state) is checked as it applies.
+        let appends = matches!(route, Route::Stream(..)) && request.method() == Method::POST;
+        if !held && !appends {
             if !request.headers().contains_key(crate::proxy::FORWARDED_BY)
                 && let Some(to) = raft.forward_target(group)
             {
                 let long_poll = state.config.long_poll_timeout();
+                state.metrics.passed_on();
                 return crate::proxy::forward(raft.node_id(), to, request, long_poll).await;
             }
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, JOINING)

@@ -38,9 +38,15 @@ pub fn start(dir: &Path) -> Server {
 
 /// Starts the binary with `args` and waits for its ready line.
 pub fn start_args(args: &[String]) -> Server {
+    start_args_env(args, &[])
+}
+
+/// [`start_args`], with these environment variables set for the server.
+pub fn start_args_env(args: &[String], env: &[(&str, &str)]) -> Server {
     let mut child = ChildGuard::new(
         Command::new(env!("CARGO_BIN_EXE_strand-server"))
             .args(args)
+            .envs(env.iter().copied())
             // Only strand-raft's own warnings (a truncated torn tail).
             .env("STRAND_LOG", "off,strand_raft=warn")
             .stdout(Stdio::piped())
