@@ -53,6 +53,8 @@ pub const DEFAULT_BALANCE_INTERVAL_MS: u64 = 1000;
 #[derive(Debug, Default)]
 pub(crate) struct Balance {
     draining: AtomicBool,
+    /// Whether the node is leaving the cluster: its votes move first.
+    leaving: AtomicBool,
     removed: AtomicBool,
     moving: Mutex<Option<MoveStatus>>,
     rounds: AtomicU64,
@@ -95,6 +97,18 @@ impl Balance {
 
     pub(crate) fn set_draining(&self, draining: bool) {
         self.draining.store(draining, Ordering::Relaxed);
+        if !draining {
+            self.set_leaving(false);
+        }
+    }
+
+    /// Whether the node is leaving the cluster (its votes move first).
+    pub(crate) fn leaving(&self) -> bool {
+        self.leaving.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_leaving(&self, leaving: bool) {
+        self.leaving.store(leaving, Ordering::Relaxed);
     }
 
     /// Whether this node learned that the cluster removed it.
@@ -273,7 +287,14 @@ impl Balancer {
             return;
         }
         let known = known_groups(groups, me, &views);
-        let plan = self.plan(&metrics, &known);
+        // Members leaving the cluster get no votes: theirs move first.
+        let leaving: BTreeSet<NodeId> = views
+            .iter()
+            .filter(|(_, v)| v.as_ref().is_some_and(|v| v.leaving))
+            .map(|(id, _)| *id)
+            .chain(self.balance.leaving().then_some(me))
+            .collect();
+        let plan = self.plan(&metrics, &known, &leaving);
         self.balance.note_plan(me, plan.as_deref());
         if self.place(groups, &metrics, plan.as_deref()).await || !self.hand_offs {
             return;
@@ -400,6 +421,7 @@ impl Balancer {
         &self,
         metrics: &[Metrics],
         known: &[Option<GroupView>],
+        leaving: &BTreeSet<NodeId>,
     ) -> Option<Vec<BTreeSet<NodeId>>> {
         let placed: Vec<Placed> = known
             .iter()
@@ -411,7 +433,12 @@ impl Balancer {
                 })
             })
             .collect::<Option<_>>()?;
-        Some(plan(&placed, &registry(metrics), self.factor))
+        let mut members = registry(metrics);
+        members.retain(|id| !leaving.contains(id));
+        if members.is_empty() {
+            return None;
+        }
+        Some(plan(&placed, &members, self.factor))
     }
 
     /// Moves one group this node leads towards the placement: a member
@@ -827,6 +854,7 @@ mod tests {
             node,
             draining: false,
             removed: false,
+            leaving: false,
             replication_factor: factor,
             moves: Vec::new(),
             groups: Vec::new(),

@@ -22,6 +22,22 @@ pub const VIEW_PATH: &str = "/__strand/raft/view";
 /// JSON boolean body (a `POST` with the cluster token).
 pub const DRAIN_PATH: &str = "/__strand/raft/drain";
 
+/// What a member asks of another under [`DRAIN_PATH`] (JSON): `true` or
+/// `false` starts or ends a drain; `{"leaving": true}` also marks the
+/// node leaving the cluster (its votes move to the other members;
+/// `false`, or ending the drain, clears it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum DrainRequest {
+    /// Start (`true`) or end a drain.
+    Draining(bool),
+    /// Mark the node leaving (and draining), or clear the mark.
+    Leaving {
+        /// Whether it leaves.
+        leaving: bool,
+    },
+}
+
 /// The path the leader of group 0 takes a member's removal on, as a JSON
 /// node id body (a `POST` with the cluster token).
 pub const REMOVE_PATH: &str = "/__strand/raft/remove";
@@ -60,6 +76,11 @@ pub struct NodeView {
     /// Whether it learned that the cluster removed it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub removed: bool,
+    /// Whether it is leaving the cluster (`strand cluster remove`): the
+    /// groups' leaders plan their voters without it, so its votes move
+    /// before it leaves group 0.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leaving: bool,
     /// Its `--replication-factor` (every member should have the same),
     /// when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -342,6 +363,7 @@ mod tests {
                     node: 1,
                     draining: false,
                     removed: false,
+                    leaving: false,
                     replication_factor: None,
                     moves: Vec::new(),
                     groups: vec![view(1, 4, Some(1), 40)],
@@ -353,6 +375,7 @@ mod tests {
                     node: 2,
                     draining: false,
                     removed: false,
+                    leaving: false,
                     replication_factor: None,
                     moves: Vec::new(),
                     groups: vec![view(2, 4, Some(1), 38)],
@@ -379,6 +402,7 @@ mod tests {
                     node: 2,
                     draining: false,
                     removed: false,
+                    leaving: false,
                     replication_factor: None,
                     moves: Vec::new(),
                     groups: vec![fresh],
@@ -390,6 +414,7 @@ mod tests {
                     node: 3,
                     draining: true,
                     removed: false,
+                    leaving: false,
                     replication_factor: None,
                     moves: Vec::new(),
                     groups: vec![stale],
@@ -423,6 +448,7 @@ mod tests {
                 node: 1,
                 draining: false,
                 removed: false,
+                leaving: false,
                 replication_factor: None,
                 moves: Vec::new(),
                 groups: vec![view(1, 3, None, 7)],
@@ -443,6 +469,7 @@ mod tests {
             node: 1,
             draining: false,
             removed: false,
+            leaving: false,
             replication_factor: None,
             moves: Vec::new(),
             groups: vec![group],
@@ -453,6 +480,7 @@ mod tests {
             node: 3,
             draining: false,
             removed: true,
+            leaving: false,
             replication_factor: None,
             moves: Vec::new(),
             groups: vec![stale],
@@ -475,5 +503,37 @@ mod tests {
         let mut answer = views[2].1.clone().unwrap();
         answer.replication_factor = Some(3);
         insta::assert_json_snapshot!("node_view_removed", answer);
+    }
+
+    /// What a member posts under DRAIN_PATH: a bare boolean (what every
+    /// earlier strand sends) or the leaving mark, and a node's view that
+    /// shows it leaving.
+    #[test]
+    fn drain_requests_and_a_leaving_view_keep_their_shape() {
+        let forms = [
+            DrainRequest::Draining(true),
+            DrainRequest::Draining(false),
+            DrainRequest::Leaving { leaving: true },
+            DrainRequest::Leaving { leaving: false },
+        ];
+        let json: Vec<String> = forms
+            .iter()
+            .map(|f| serde_json::to_string(f).unwrap())
+            .collect();
+        insta::assert_json_snapshot!("drain_requests", json);
+        for (form, text) in forms.iter().zip(&json) {
+            assert_eq!(serde_json::from_str::<DrainRequest>(text).unwrap(), *form);
+        }
+        assert!(serde_json::from_str::<DrainRequest>("\"leaving\"").is_err());
+        let leaving = NodeView {
+            node: 4,
+            draining: true,
+            removed: false,
+            leaving: true,
+            replication_factor: Some(3),
+            moves: Vec::new(),
+            groups: Vec::new(),
+        };
+        insta::assert_json_snapshot!("node_view_leaving", leaving);
     }
 }

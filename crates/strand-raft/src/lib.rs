@@ -73,8 +73,8 @@ pub use asking::ASK_PATH;
 pub use balance::{BalanceStats, DEFAULT_BALANCE_INTERVAL_MS, MAX_HANDOFF_VOTERS};
 pub use batch::BATCHES_IN_FLIGHT;
 pub use cluster::{
-    ClusterStatus, DRAIN_PATH, GroupStatusView, GroupView, MoveStatus, NodeState, NodeStatus,
-    NodeView, REMOVE_PATH, ReplicaStatus, VIEW_PATH,
+    ClusterStatus, DRAIN_PATH, DrainRequest, GroupStatusView, GroupView, MoveStatus, NodeState,
+    NodeStatus, NodeView, REMOVE_PATH, ReplicaStatus, VIEW_PATH,
 };
 pub use error::StartError;
 pub use holding::LEASE;

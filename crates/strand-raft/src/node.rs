@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use strand_engine::{Engine, EntryOutcome, GroupEntry, GroupLog, GroupStatus};
 
 use crate::balance::{Balance, BalanceStats};
-use crate::cluster::{ClusterStatus, DRAIN_PATH, NodeView, REMOVE_PATH, ask_view};
+use crate::cluster::{ClusterStatus, DRAIN_PATH, DrainRequest, NodeView, REMOVE_PATH, ask_view};
 use crate::holding::Holding;
 use crate::network::{ClusterLinks, PeerClient};
 use crate::proposer::RaftGroup;
@@ -257,6 +257,26 @@ impl RaftNode {
         self.balance.set_draining(draining);
     }
 
+    /// Takes what a member asked under [`DRAIN_PATH`]: a drain started
+    /// or ended ([`RaftNode::set_draining`]), or this node marked leaving
+    /// the cluster (and draining) or no longer: while it leaves, every
+    /// group's leader plans its voters without it, so its votes move to
+    /// the other members before it leaves group 0. A restart clears it.
+    pub fn take_drain(&self, request: DrainRequest) {
+        match request {
+            DrainRequest::Draining(draining) => self.set_draining(draining),
+            DrainRequest::Leaving { leaving } => {
+                if leaving {
+                    self.set_draining(true);
+                }
+                if self.balance.leaving() != leaving {
+                    tracing::info!(node = self.node_id, leaving, "leaving the cluster changed");
+                }
+                self.balance.set_leaving(leaving);
+            }
+        }
+    }
+
     /// Starts or ends a drain of member `id`: this node's own
     /// ([`RaftNode::set_draining`]), or another's, asked over
     /// [`DRAIN_PATH`] within `timeout`.
@@ -269,8 +289,20 @@ impl RaftNode {
         draining: bool,
         timeout: std::time::Duration,
     ) -> Result<(), String> {
+        self.ask_drain(id, DrainRequest::Draining(draining), timeout)
+            .await
+    }
+
+    /// [`RaftNode::take_drain`] on member `id`: here, or asked over
+    /// [`DRAIN_PATH`] within `timeout`.
+    async fn ask_drain(
+        &self,
+        id: NodeId,
+        request: DrainRequest,
+        timeout: std::time::Duration,
+    ) -> Result<(), String> {
         if id == self.node_id {
-            self.set_draining(draining);
+            self.take_drain(request);
             return Ok(());
         }
         let (Some(links), Some(client)) = (&self.links, &self.peers) else {
@@ -279,7 +311,7 @@ impl RaftNode {
         let Some(addr) = links.get(id) else {
             return Err(format!("node {id} is not a member"));
         };
-        let body = serde_json::to_vec(&draining).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
         client
             .http
             .post(&addr, DRAIN_PATH, body, links.token.as_deref(), timeout)
@@ -288,16 +320,21 @@ impl RaftNode {
             .map_err(|e| format!("node {id} did not take it: {e}"))
     }
 
-    /// Takes member `id` out of the cluster (`strand cluster remove`):
-    /// drains it first when it answers (waiting up to `wait` until it
-    /// leads no group), then has the leader of group 0 take it out of
-    /// group 0's membership, the cluster's; every group's leader then
-    /// moves the node's vote to another member and drops it. A node that
-    /// was removed already is no error.
+    /// Takes member `id` out of the cluster (`strand cluster remove`).
+    /// When it answers, it is drained and marked leaving first: within
+    /// `wait` it leads no group, and within another `wait` every group
+    /// but group 0 has moved its vote to another member (the groups'
+    /// leaders plan without it), so taking it out loses no group a
+    /// voter. Then the leader of group 0 takes it out of group 0's
+    /// membership, the cluster's; every group's leader drops what is
+    /// left of it. A node that does not answer is taken out at once (its
+    /// votes then move after). A node that was removed already is no
+    /// error.
     ///
     /// # Errors
     /// [`RemoveError`]: not a member, this node has no peers, the last
-    /// member, or the change could not be made now.
+    /// member, or the change could not be made now (its votes still
+    /// moving after `wait` among them: asked again, it goes on).
     pub async fn remove(&self, id: NodeId, wait: std::time::Duration) -> Result<(), RemoveError> {
         let Some(links) = &self.links else {
             return Err(RemoveError::NotClustered);
@@ -313,14 +350,36 @@ impl RaftNode {
         if members.len() == 1 {
             return Err(RemoveError::LastMember(id));
         }
-        // Its leaderships go first, while it answers; a node that does
-        // not answer leads nothing the others still follow.
-        if self.drain(id, true, PEER_TIMEOUT).await.is_ok() {
+        // Its leaderships go first, then its votes, while it answers; a
+        // node that does not answer leads nothing the others still follow.
+        let leaving = DrainRequest::Leaving { leaving: true };
+        if self.ask_drain(id, leaving, PEER_TIMEOUT).await.is_ok() {
             let deadline = tokio::time::Instant::now() + wait;
             while (0..self.groups.len()).any(|g| self.leader_of(g) == Some(id))
                 && tokio::time::Instant::now() < deadline
             {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                let status = self.cluster_status(None, PEER_TIMEOUT).await;
+                let voting: Vec<String> = status
+                    .groups
+                    .iter()
+                    .filter(|g| g.group != 0 && g.voters.contains(&id))
+                    .map(|g| g.group.to_string())
+                    .collect();
+                if voting.is_empty() {
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(RemoveError::Unavailable(format!(
+                        "node {id} still votes in group(s) {}: its votes are moving to the \
+                         other members; ask again to take it out once they have",
+                        voting.join(", ")
+                    )));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
         }
         let body = serde_json::to_vec(&id).map_err(|e| RemoveError::Unavailable(e.to_string()))?;
@@ -603,6 +662,7 @@ impl RaftNode {
             node: self.node_id,
             draining: self.balance.draining(),
             removed: self.balance.removed(),
+            leaving: self.balance.leaving(),
             replication_factor: Some(self.replication_factor),
             moves: self.balance.moves(),
             groups: self.groups.iter().map(|g| g.view()).collect(),

@@ -1,7 +1,9 @@
-//! Client requests a cluster member passes on to another member: a node
-//! that does not hold every group yet (it joined and is still receiving
-//! them) answers its client routes through a member that does, bodies
-//! streamed both ways (writes, reads, long-polls and SSE alike).
+//! Client requests a cluster member passes on to another member: for a
+//! group a node does not hold (it has no vote in it, or joined and is
+//! still receiving it) it answers its client routes through a member
+//! that does, bodies streamed both ways (reads, long-polls, SSE, creates
+//! and the rest; appends it proposes itself, and its group's proposer
+//! forwards them to the leader as log entries).
 //!
 //! A passed-on request carries [`FORWARDED_BY`]; the member that receives
 //! it answers it itself or refuses it, and never passes it on again, so a

@@ -687,6 +687,9 @@ async fn a_leader_cut_off_during_a_membership_change() {
                     *votes.entry(id.as_u64().unwrap()).or_insert(0usize) += 1;
                 }
                 voters.len() == 3
+                    && voters
+                        .iter()
+                        .all(|v| v.as_u64().is_some_and(|v| members.contains(&v)))
                     && learners.len() == crate::cluster::settled_learners(g, members.len())
                     && voters.contains(&g["leader"])
             });

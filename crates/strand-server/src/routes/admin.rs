@@ -213,6 +213,7 @@ async fn cluster(state: &AppState) -> Response {
                 node: me,
                 draining: false,
                 removed: false,
+                leaving: false,
                 replication_factor: None,
                 moves: Vec::new(),
                 groups,
@@ -286,13 +287,13 @@ async fn drain(state: &AppState, draining: bool, node: &str) -> Result<Response,
 const REMOVE_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `POST /__strand/cluster/remove/{node}`: takes a member out of the
-/// cluster (`strand_raft::RaftNode::remove`: drained first while it
-/// answers, then out of group 0's membership; every group's leader then
-/// moves its vote and drops it). 204 once group 0 no longer holds it (or
-/// it was removed already); 404 for a node that is not a member or a
-/// node without Raft; 409 on a node without peers or for the last
-/// member; 503 when the change cannot be made now (no leader of group
-/// 0).
+/// cluster (`strand_raft::RaftNode::remove`: drained and its votes moved
+/// first while it answers, then out of group 0's membership; every
+/// group's leader drops what is left of it). 204 once group 0 no longer
+/// holds it (or it was removed already); 404 for a node that is not a
+/// member or a node without Raft; 409 on a node without peers or for the
+/// last member; 503 when the change cannot be made now (no leader of
+/// group 0, or its votes still moving after 30 s).
 async fn remove(state: &AppState, node: &str) -> Result<Response, ApiError> {
     let Some(raft) = &state.raft else {
         return Err(ApiError::not_found(

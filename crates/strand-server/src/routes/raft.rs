@@ -149,12 +149,21 @@ pub(super) fn view(state: &AppState) -> Response {
 }
 
 /// `POST /__strand/raft/drain`: a peer asks this node to start (`true`)
-/// or end (`false`) its drain (a JSON boolean); 200 (the peer client
-/// takes 200 only), 400 for another body, 404 on a node without Raft.
+/// or end (`false`) its drain, or to leave the cluster or not
+/// (`{"leaving": true|false}`; `strand_raft::DrainRequest`); 200 (the
+/// peer client takes 200 only), 400 for another body, 404 on a node
+/// without Raft.
 pub(super) async fn drain(state: &AppState, request: Request) -> Response {
-    match node_and_body::<bool>(state, request, 64, "true or false").await {
-        Ok((raft, draining)) => {
-            raft.set_draining(draining);
+    match node_and_body::<strand_raft::DrainRequest>(
+        state,
+        request,
+        64,
+        "true, false or {\"leaving\": true|false}",
+    )
+    .await
+    {
+        Ok((raft, asked)) => {
+            raft.take_drain(asked);
             StatusCode::OK.into_response()
         }
         Err(refused) => refused,
