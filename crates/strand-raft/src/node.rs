@@ -772,12 +772,24 @@ impl RaftNode {
                 // Only the leader takes it; a forwarded entry is not
                 // forwarded again.
                 let entry: GroupEntry = request(body)?;
+                let refused = |why: String| answer(&Err::<(EntryOutcome, u64), String>(why));
+                {
+                    let m = raft.metrics().borrow().clone();
+                    if m.state != openraft::ServerState::Leader
+                        || m.current_leader != Some(self.node_id)
+                    {
+                        return refused(format!(
+                            "{}node {} does not lead group {group} (its leader: {:?})",
+                            crate::proposer::NOT_LEADER,
+                            self.node_id,
+                            m.current_leader
+                        ));
+                    }
+                }
                 if group_node.waiting_for_space() {
                     // Refused now rather than queued behind the write
                     // that waits, as this node's own proposals are.
-                    return answer(&Err::<(EntryOutcome, u64), String>(
-                        crate::proposer::DISK_FULL.to_owned(),
-                    ));
+                    return refused(crate::proposer::DISK_FULL.to_owned());
                 }
                 let bytes = u64::try_from(entry.payload_bytes()).unwrap_or(u64::MAX);
                 // Entries without payload (flushes among them) always
@@ -786,26 +798,24 @@ impl RaftNode {
                     Some(gate) => match gate(group, bytes) {
                         Ok(admitted) => Some(admitted),
                         Err(why) => {
-                            return answer(&Err::<(EntryOutcome, u64), String>(format!(
-                                "{}{why}",
-                                crate::proposer::REFUSED
-                            )));
+                            return refused(format!("{}{why}", crate::proposer::REFUSED));
                         }
                     },
                     None => None,
                 };
-                // Not while a leadership transfer holds proposals back.
-                let _pass = group_node.pass().await;
-                let outcome: Result<(EntryOutcome, u64), String> =
-                    match raft.client_write(entry).await {
-                        Ok(response) => Ok((response.data, response.log_id.index)),
-                        Err(
-                            e @ openraft::error::RaftError::APIError(
-                                openraft::error::ClientWriteError::ForwardToLeader(_),
-                            ),
-                        ) => Err(format!("{}{e}", crate::proposer::NOT_LEADER)),
-                        Err(e) => Err(e.to_string()),
-                    };
+                // Through the group's own proposer: the entry joins what
+                // this node's clients and the other members propose
+                // meanwhile in one log entry (one replication and one
+                // fsync per voter for all of them).
+                let outcome = group_node
+                    .propose_forwarded(entry)
+                    .await
+                    .map_err(|e| match e {
+                        strand_engine::EngineError::Unavailable(
+                            strand_engine::Unavailable::DiskFull,
+                        ) => crate::proposer::DISK_FULL.to_owned(),
+                        other => other.to_string(),
+                    });
                 answer(&outcome)
             }
             RaftMessage::Release => {

@@ -71,8 +71,10 @@ impl RaftGroup {
     /// With `cluster` (how this node reaches its peers, over the node's
     /// shared client), an entry proposed
     /// on a follower is forwarded to the group's leader (a `propose`
-    /// message) and answered with the leader's outcome once this node has
-    /// applied it too (read-your-writes on the node a client talks to).
+    /// message; the leader's own proposer batches it with the rest,
+    /// [`RaftGroup::propose_forwarded`]) and answered with the leader's
+    /// outcome once this node has applied it too (read-your-writes on the
+    /// node a client talks to).
     pub(crate) fn start(
         group: usize,
         raft: Raft<TypeConfig>,
@@ -203,13 +205,6 @@ impl RaftGroup {
         }
     }
 
-    /// Waits until no leadership transfer holds proposals back, and keeps
-    /// the next one from starting while the returned guard lives (a
-    /// forwarded entry holds it while it is proposed).
-    pub(crate) async fn pass(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
-        self.gate.read().await
-    }
-
     /// Hands the group's leadership from this node (`me`, its leader) to
     /// the voter `to`, which this node reaches at `addr`: new proposals
     /// wait; once `to` holds every entry this node has, it is asked to
@@ -299,6 +294,32 @@ impl RaftGroup {
     }
 
     /// The group's log writer counters.
+    /// Proposes an entry another member forwarded to this node (the
+    /// group's leader) through the group's proposer, where it is batched
+    /// with the entries proposed meanwhile; its outcome, and the index
+    /// this node had applied once it was answered (at or past the
+    /// entry's own: the forwarder waits for it before it answers).
+    pub(crate) async fn propose_forwarded(
+        &self,
+        entry: GroupEntry,
+    ) -> Result<(EntryOutcome, u64), EngineError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.propose(
+            entry,
+            Box::new(move |outcome| {
+                let _ = tx.send(outcome);
+            }),
+        );
+        let outcome = rx.await.map_err(|_| EngineError::Shutdown)??;
+        let applied = self
+            .raft
+            .metrics()
+            .borrow()
+            .last_applied
+            .map_or(0, |l| l.index);
+        Ok((outcome, applied))
+    }
+
     /// Whether the group's log waits for disk space (its filesystem is
     /// full): what it is given now only queues behind that write.
     pub(crate) fn waiting_for_space(&self) -> bool {
