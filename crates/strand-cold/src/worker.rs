@@ -154,14 +154,18 @@ pub(crate) async fn run_group(
         .flush_interval
         .clamp(Duration::from_millis(1), Duration::from_millis(100));
     let mut next_repair = Instant::now();
+    let mut out = Dropped::default();
     loop {
         // Every node that keeps its own copy deletes what the group's GC
-        // reclaimed and fetches what it lacks, leader or not.
+        // reclaimed and fetches what it lacks, leader or not, while it
+        // holds the group; once out of it, it deletes its copy.
         if let Some(replica) = &shared.replica {
-            match replica_chores(&shared, replica, &engine, group, &mut next_repair).await {
+            let held = engine.holds_group(group);
+            match replica_chores(&shared, replica, &engine, group, held, &mut next_repair).await {
                 Step::Stop => return,
                 Step::Idle | Step::Progress | Step::Failed => {}
             }
+            out.note(&shared, &engine, group, held).await;
         }
         // Only the group's leader flushes, collects and sweeps, and only
         // once it has applied everything committed before its term: the
@@ -419,15 +423,80 @@ pub(crate) fn live_objects(m: &StreamStateMachine) -> std::collections::BTreeMap
     objects
 }
 
+/// How long a node must have been out of a group (it does not hold it and
+/// the placement gives it no vote) before it deletes its copy of the
+/// group's objects, in repair intervals: the members that took its place
+/// fetch theirs within one.
+const DROPPED_GRACE_REPAIRS: u32 = 2;
+
+/// Whether this node is out of its group, since when, and whether it
+/// deleted its copy already.
+#[derive(Default)]
+struct Dropped {
+    since: Option<Instant>,
+    cleared: bool,
+}
+
+impl Dropped {
+    /// Notes whether the node is out of `group` now, and deletes its copy
+    /// of the group's objects once it has been out for the grace: a node
+    /// the placement moved off a group keeps none of it. Should the group
+    /// come back to it, it receives the group's state again and fetches
+    /// the objects that state names.
+    async fn note(&mut self, shared: &Shared, engine: &Engine, group: usize, held: bool) {
+        if held || !engine.dropped_group(group) {
+            self.since = None;
+            if held {
+                self.cleared = false;
+            }
+            return;
+        }
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if self.cleared || since.elapsed() < shared.config.repair_interval * DROPPED_GRACE_REPAIRS {
+            return;
+        }
+        let objects = match shared.backend.list(&names::group_prefix(group)).await {
+            Ok(objects) => objects,
+            Err(e) => {
+                shared.stats.failure("dropped group list", &e);
+                return;
+            }
+        };
+        let mut deleted = 0u64;
+        for object in objects {
+            match delete_object(&*shared.backend, &object.name).await {
+                Ok(()) => deleted += 1,
+                Err(ColdError::NotFound(_)) => {}
+                Err(e) => {
+                    shared.stats.failure("dropped group delete", &e);
+                    return;
+                }
+            }
+        }
+        ColdStats::add(&shared.stats.gc_deleted, deleted);
+        if deleted > 0 {
+            tracing::info!(
+                group,
+                deleted,
+                "deleted this node's copy of a group it no longer holds"
+            );
+        }
+        self.cleared = true;
+    }
+}
+
 /// A cluster node's own copy: deletes the objects of the GC entries its
-/// group acknowledged, then, after a snapshot replaced the group's machine
-/// or every `repair_interval`, fetches from a peer each object the group
-/// names that is missing here or of the wrong length.
+/// group acknowledged, then, while it holds the group (`held`), after a
+/// snapshot replaced the group's machine or every `repair_interval`,
+/// fetches from a peer each object the group names that is missing here
+/// or of the wrong length. (A group it does not hold has a state that is
+/// being received or left behind: nothing is fetched for it.)
 async fn replica_chores(
     shared: &Shared,
     replica: &crate::ReplicaSegments,
     engine: &Engine,
     group: usize,
+    held: bool,
     next_repair: &mut Instant,
 ) -> Step {
     let mut step = Step::Idle;
@@ -463,6 +532,9 @@ async fn replica_chores(
             }
         }
         step = Step::Progress;
+    }
+    if !held {
+        return step;
     }
     let restored = replica.take_restored(group);
     if !restored && Instant::now() < *next_repair {

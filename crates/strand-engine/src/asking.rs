@@ -45,6 +45,13 @@ impl Engine {
         self.remote().get().is_none_or(|r| r.holds(group))
     }
 
+    /// Whether this node is out of `group` (never without
+    /// [`RemoteGroups`]): it does not hold it and the placement gives it
+    /// no vote in it ([`RemoteGroups::dropped`]).
+    pub fn dropped_group(&self, group: usize) -> bool {
+        self.remote().get().is_some_and(|r| r.dropped(group))
+    }
+
     /// `query`'s answer for `group`: from this node's machine when it
     /// holds the group, else from a node that does.
     ///

@@ -47,6 +47,13 @@ pub type RemoteAnswer =
 pub trait RemoteGroups: Send + Sync + 'static {
     /// Whether this node holds `group`'s state and may answer from it.
     fn holds(&self, group: usize) -> bool;
+    /// Whether this node is out of `group`: it does not hold it and the
+    /// cluster's placement gives it no vote in it, so what it kept of the
+    /// group (copies of its flushed bytes) may go. `false` unless known.
+    fn dropped(&self, group: usize) -> bool {
+        let _ = group;
+        false
+    }
     /// Asks a node that holds `group` the question `kind` (encoded as
     /// `query`); its encoded answer.
     fn ask(&self, group: usize, kind: &'static str, query: Vec<u8>) -> RemoteAnswer;

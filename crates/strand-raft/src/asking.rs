@@ -78,6 +78,10 @@ impl RemoteGroups for Asker {
             .is_some_and(|m| self.holding.holds(group, &m.borrow()))
     }
 
+    fn dropped(&self, group: usize) -> bool {
+        !self.holds(group) && self.balance.planned(group) == Some(false)
+    }
+
     fn ask(&self, group: usize, kind: &'static str, query: Vec<u8>) -> RemoteAnswer {
         let targets = self.targets(group);
         let client = self.client.clone();

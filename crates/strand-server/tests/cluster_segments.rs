@@ -489,3 +489,133 @@ async fn a_cluster_grown_by_joins_keeps_a_copy_on_every_node() {
         }
     }
 }
+
+/// Which groups' objects a node keeps a copy of: the first component of
+/// its segment files' paths (`g001`, …).
+fn groups_kept(dir: &Path, id: u64) -> BTreeSet<String> {
+    segment_files(dir, id)
+        .iter()
+        .filter_map(|f| f.split('/').next().map(str::to_owned))
+        .collect()
+}
+
+/// A node the placement moves off a group deletes its copy of the
+/// group's objects: three nodes (four groups, every node a voter of
+/// each) hold flushed streams; a fourth joins and takes three votes, so
+/// three groups each drop one of the first nodes. Once the grace has
+/// passed, every group's objects are kept by exactly its voters (the
+/// new node fetched its copies), and every node still serves every
+/// stream whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_moved_off_a_group_deletes_its_copy() {
+    const GROUPS: usize = 4;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let token = dir.join("cluster-token");
+    std::fs::write(&token, "a-cluster-token-of-enough-length").unwrap();
+    let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let args = |id: u64| {
+        let mut args: Vec<String> = vec![
+            "--listen".into(),
+            format!("127.0.0.1:{}", ports[(id - 1) as usize]),
+            "--data-dir".into(),
+            dir.join(format!("node-{id}")).display().to_string(),
+            "--node-id".into(),
+            id.to_string(),
+            "--groups".into(),
+            GROUPS.to_string(),
+            "--cluster-token-file".into(),
+            token.display().to_string(),
+        ];
+        if id > 1 {
+            args.extend(["--join".into(), format!("http://127.0.0.1:{}", ports[0])]);
+        }
+        let static_args = node_args(dir, id, &ports);
+        let flags = static_args
+            .iter()
+            .position(|a| a == "--cold-flush-bytes")
+            .unwrap();
+        args.extend(static_args[flags..].iter().cloned());
+        args.extend(["--leader-balance-interval-ms".into(), "200".into()]);
+        args
+    };
+    let mut nodes = vec![start_args(&args(1))];
+    agreed_leader(&[nodes[0].addr]).await;
+    for id in [2, 3] {
+        nodes.push(start_args(&args(id)));
+    }
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+    agreed_leader(&addrs).await;
+    crate::cluster::cluster_status(addrs[0], "three voters in every group", |v| {
+        v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["voters"] == serde_json::json!([1, 2, 3]))
+    })
+    .await;
+    let names: Vec<String> = (0..8).map(|i| format!("moved-{i}")).collect();
+    let mut streams = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        streams.push(fill(addrs[i % 3], name, 24).await);
+    }
+    let flushed: BTreeSet<String> = (1..=GROUPS - 1).map(|g| format!("g{g:03}")).collect();
+    until("every group but 0 flushed on every node", || async {
+        (1..=3).all(|id| groups_kept(dir, id).is_superset(&flushed))
+    })
+    .await;
+    nodes.push(start_args(&args(4)));
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+    let status = crate::cluster::cluster_status(addrs[0], "node 4 votes in three groups", |v| {
+        let groups = v["groups"].as_array().unwrap();
+        groups
+            .iter()
+            .filter(|g| {
+                g["voters"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&serde_json::json!(4))
+            })
+            .count()
+            == 3
+            && groups.iter().all(|g| {
+                g["voters"].as_array().unwrap().len() == 3
+                    && (g["group"] == 0 || g["learners"].as_array().unwrap().is_empty())
+            })
+    })
+    .await;
+    // Each group's objects end up on its voters only.
+    let voters_of = |g: usize| -> BTreeSet<u64> {
+        status["groups"][g]["voters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    let dropped: Vec<(usize, u64)> = (1..GROUPS)
+        .flat_map(|g| {
+            (1..=3u64)
+                .filter(move |id| !voters_of(g).contains(id))
+                .map(move |id| (g, id))
+        })
+        .collect();
+    assert!(!dropped.is_empty(), "no node lost a vote: {status}");
+    until("every group's objects kept by its voters only", || async {
+        (1..GROUPS).all(|g| {
+            let prefix = format!("g{g:03}");
+            (1..=4u64)
+                .all(|id| groups_kept(dir, id).contains(&prefix) == voters_of(g).contains(&id))
+        })
+    })
+    .await;
+    for at in &addrs {
+        for (name, want) in names.iter().zip(&streams) {
+            until(&format!("{name} whole on {at}"), || async {
+                read_all(*at, name).await.as_ref() == Some(want)
+            })
+            .await;
+        }
+    }
+    eprintln!("groups dropped, (group, node): {dropped:?}; their copies deleted");
+}
