@@ -416,6 +416,49 @@ async fn a_damaged_or_truncated_copy_is_replaced_from_a_peer() {
 /// nodes 2 and 3 join and fetch those objects, write their own copies of
 /// what is flushed afterwards, and serve both streams whole once node 1
 /// is gone.
+/// Waits until, as the node at `addr` sees it, nodes 1 to 3 vote in
+/// every group.
+async fn voters_everywhere(addr: SocketAddr) {
+    crate::cluster::cluster_status(addr, "three voters in every group", |v| {
+        v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["voters"] == serde_json::json!([1, 2, 3]))
+    })
+    .await;
+}
+
+/// A node of a cluster grown by joins from node 1 (the cluster token in
+/// `dir/cluster-token`), with the flushing and repair flags of the
+/// static clusters above and placement rounds every 200 ms (joined
+/// nodes are voters within a few seconds).
+fn joining_args(dir: &Path, ports: &[u16], id: u64, groups: usize) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--listen".into(),
+        format!("127.0.0.1:{}", ports[(id - 1) as usize]),
+        "--data-dir".into(),
+        dir.join(format!("node-{id}")).display().to_string(),
+        "--node-id".into(),
+        id.to_string(),
+        "--groups".into(),
+        groups.to_string(),
+        "--cluster-token-file".into(),
+        dir.join("cluster-token").display().to_string(),
+    ];
+    if id > 1 {
+        args.extend(["--join".into(), format!("http://127.0.0.1:{}", ports[0])]);
+    }
+    let static_args = node_args(dir, id, ports);
+    let flags = static_args
+        .iter()
+        .position(|a| a == "--cold-flush-bytes")
+        .unwrap();
+    args.extend(static_args[flags..].iter().cloned());
+    args.extend(["--leader-balance-interval-ms".into(), "200".into()]);
+    args
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_grown_by_joins_keeps_a_copy_on_every_node() {
     let tmp = tempfile::tempdir().unwrap();
@@ -423,33 +466,7 @@ async fn a_cluster_grown_by_joins_keeps_a_copy_on_every_node() {
     let token = dir.join("cluster-token");
     std::fs::write(&token, "a-cluster-token-of-enough-length").unwrap();
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let args = |id: u64| {
-        let mut args: Vec<String> = vec![
-            "--listen".into(),
-            format!("127.0.0.1:{}", ports[(id - 1) as usize]),
-            "--data-dir".into(),
-            dir.join(format!("node-{id}")).display().to_string(),
-            "--node-id".into(),
-            id.to_string(),
-            "--groups".into(),
-            "2".into(),
-            "--cluster-token-file".into(),
-            token.display().to_string(),
-        ];
-        if id > 1 {
-            args.extend(["--join".into(), format!("http://127.0.0.1:{}", ports[0])]);
-        }
-        // The flushing and repair flags of the static clusters above.
-        let static_args = node_args(dir, id, &ports);
-        let flags = static_args
-            .iter()
-            .position(|a| a == "--cold-flush-bytes")
-            .unwrap();
-        args.extend(static_args[flags..].iter().cloned());
-        // Place the joined nodes as voters within a few seconds.
-        args.extend(["--leader-balance-interval-ms".into(), "200".into()]);
-        args
-    };
+    let args = |id: u64| joining_args(dir, &ports, id, 2);
     let mut nodes = vec![Some(start_args(&args(1)))];
     let first = nodes[0].as_ref().unwrap().addr;
     agreed_leader(&[first]).await;
@@ -471,14 +488,7 @@ async fn a_cluster_grown_by_joins_keeps_a_copy_on_every_node() {
     .await;
     // Node 1 may go only once every group has all three voters: a group
     // still voting on {1, 2} would have no majority without it.
-    crate::cluster::cluster_status(addrs[1], "three voters in every group", |v| {
-        v["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|g| g["voters"] == serde_json::json!([1, 2, 3]))
-    })
-    .await;
+    voters_everywhere(addrs[1]).await;
     nodes[0].take().unwrap().kill9();
     for at in &addrs[1..] {
         for (name, want) in [("before", &before), ("after", &after)] {
@@ -514,31 +524,7 @@ async fn a_node_moved_off_a_group_deletes_its_copy() {
     let token = dir.join("cluster-token");
     std::fs::write(&token, "a-cluster-token-of-enough-length").unwrap();
     let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
-    let args = |id: u64| {
-        let mut args: Vec<String> = vec![
-            "--listen".into(),
-            format!("127.0.0.1:{}", ports[(id - 1) as usize]),
-            "--data-dir".into(),
-            dir.join(format!("node-{id}")).display().to_string(),
-            "--node-id".into(),
-            id.to_string(),
-            "--groups".into(),
-            GROUPS.to_string(),
-            "--cluster-token-file".into(),
-            token.display().to_string(),
-        ];
-        if id > 1 {
-            args.extend(["--join".into(), format!("http://127.0.0.1:{}", ports[0])]);
-        }
-        let static_args = node_args(dir, id, &ports);
-        let flags = static_args
-            .iter()
-            .position(|a| a == "--cold-flush-bytes")
-            .unwrap();
-        args.extend(static_args[flags..].iter().cloned());
-        args.extend(["--leader-balance-interval-ms".into(), "200".into()]);
-        args
-    };
+    let args = |id: u64| joining_args(dir, &ports, id, GROUPS);
     let mut nodes = vec![start_args(&args(1))];
     agreed_leader(&[nodes[0].addr]).await;
     for id in [2, 3] {
@@ -546,14 +532,7 @@ async fn a_node_moved_off_a_group_deletes_its_copy() {
     }
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
     agreed_leader(&addrs).await;
-    crate::cluster::cluster_status(addrs[0], "three voters in every group", |v| {
-        v["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|g| g["voters"] == serde_json::json!([1, 2, 3]))
-    })
-    .await;
+    voters_everywhere(addrs[0]).await;
     let names: Vec<String> = (0..8).map(|i| format!("moved-{i}")).collect();
     let mut streams = Vec::new();
     for (i, name) in names.iter().enumerate() {
