@@ -206,8 +206,40 @@ pub fn parse_offset(v: &str) -> u64 {
     hi.parse::<u64>().unwrap() * 10_u64.pow(16) + lo.parse::<u64>().unwrap()
 }
 
-/// A free loopback port (bound and released; good enough for tests).
+/// A free loopback port for a server a test starts: bound and released,
+/// from below the kernel's ephemeral range where it can (10000 up to
+/// its start), so that no outgoing connection of this or another test
+/// takes it in the moment before the server binds it (a port of the
+/// ephemeral range, which `bind(0)` hands out, can be; CI saw "Address
+/// already in use"). The first candidate is drawn from the process id,
+/// the clock and a counter; taken ones are skipped.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let low = 10_000u32;
+    if ephemeral_low > low + 1000 {
+        let span = ephemeral_low - low;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let seed = std::process::id()
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add(nanos)
+            .wrapping_add(NEXT.fetch_add(7_919, Ordering::Relaxed));
+        for i in 0..span {
+            let port = low + (seed.wrapping_add(i.wrapping_mul(101)) % span);
+            let Ok(port) = u16::try_from(port) else {
+                continue;
+            };
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
