@@ -773,18 +773,20 @@ impl RaftNode {
                 // forwarded again.
                 let entry: GroupEntry = request(body)?;
                 let refused = |why: String| answer(&Err::<(EntryOutcome, u64), String>(why));
-                {
-                    let m = raft.metrics().borrow().clone();
-                    if m.state != openraft::ServerState::Leader
-                        || m.current_leader != Some(self.node_id)
-                    {
-                        return refused(format!(
-                            "{}node {} does not lead group {group} (its leader: {:?})",
-                            crate::proposer::NOT_LEADER,
-                            self.node_id,
-                            m.current_leader
-                        ));
-                    }
+                // Borrowed, not cloned: this runs once per forwarded batch.
+                let (leads, current) = {
+                    let metrics = raft.metrics();
+                    let m = metrics.borrow();
+                    let leads = m.state == openraft::ServerState::Leader
+                        && m.current_leader == Some(self.node_id);
+                    (leads, m.current_leader)
+                };
+                if !leads {
+                    return refused(format!(
+                        "{}node {} does not lead group {group} (its leader: {current:?})",
+                        crate::proposer::NOT_LEADER,
+                        self.node_id,
+                    ));
                 }
                 if group_node.waiting_for_space() {
                     // Refused now rather than queued behind the write
