@@ -17,7 +17,7 @@ use crate::Shared;
 use crate::names;
 use crate::starts;
 use crate::stats::ColdStats;
-use crate::store::{ColdBackend, ColdError};
+use crate::store::{ColdBackend, ColdError, ObjectInfo};
 
 /// How a step ended.
 enum Step {
@@ -455,24 +455,10 @@ impl Dropped {
         if self.cleared || since.elapsed() < shared.config.repair_interval * DROPPED_GRACE_REPAIRS {
             return;
         }
-        let objects = match shared.backend.list(&names::group_prefix(group)).await {
-            Ok(objects) => objects,
-            Err(e) => {
-                shared.stats.failure("dropped group list", &e);
-                return;
-            }
+        let Some(deleted) = delete_group_objects(shared, group, "dropped group", |_| true).await
+        else {
+            return;
         };
-        let mut deleted = 0u64;
-        for object in objects {
-            match delete_object(&*shared.backend, &object.name).await {
-                Ok(()) => deleted += 1,
-                Err(ColdError::NotFound(_)) => {}
-                Err(e) => {
-                    shared.stats.failure("dropped group delete", &e);
-                    return;
-                }
-            }
-        }
         ColdStats::add(&shared.stats.gc_deleted, deleted);
         if deleted > 0 {
             tracing::info!(
@@ -654,6 +640,37 @@ async fn gc_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     }
 }
 
+/// Deletes the objects under group `group`'s prefix that `chosen` picks
+/// (one already gone counts as deleted by someone else); how many it
+/// deleted. A failure of the store is recorded as `what`'s list or
+/// delete and ends the pass (`None`): the next pass tries again.
+async fn delete_group_objects(
+    shared: &Shared,
+    group: usize,
+    what: &str,
+    chosen: impl Fn(&ObjectInfo) -> bool,
+) -> Option<u64> {
+    let objects = match shared.backend.list(&names::group_prefix(group)).await {
+        Ok(objects) => objects,
+        Err(e) => {
+            shared.stats.failure(&format!("{what} list"), &e);
+            return None;
+        }
+    };
+    let mut deleted = 0u64;
+    for object in objects.iter().filter(|o| chosen(o)) {
+        match delete_object(&*shared.backend, &object.name).await {
+            Ok(()) => deleted += 1,
+            Err(ColdError::NotFound(_)) => {}
+            Err(e) => {
+                shared.stats.failure(&format!("{what} delete"), &e);
+                return None;
+            }
+        }
+    }
+    Some(deleted)
+}
+
 /// Deletes objects under the group's prefix that nothing references and
 /// that are older than the grace period.
 async fn sweep_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
@@ -673,26 +690,14 @@ async fn sweep_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
         Err(_) => return Step::Idle,
         Ok(l) => l,
     };
-    let objects = match shared.backend.list(&names::group_prefix(group)).await {
-        Ok(o) => o,
-        Err(e) => {
-            shared.stats.failure("sweep list", &e);
-            return Step::Failed;
-        }
-    };
     let grace = u64::try_from(shared.config.orphan_grace.as_millis()).unwrap_or(u64::MAX);
     let now = wall_ms();
-    let mut deleted = 0u64;
-    for o in objects {
-        if starts::is_live(&live, &o.name) || o.last_modified_ms.saturating_add(grace) > now {
-            continue;
-        }
-        if let Err(e) = shared.backend.delete(&o.name).await {
-            shared.stats.failure("sweep delete", &e);
-            return Step::Failed;
-        }
-        deleted += 1;
-    }
+    let unreferenced = |o: &ObjectInfo| {
+        !starts::is_live(&live, &o.name) && o.last_modified_ms.saturating_add(grace) <= now
+    };
+    let Some(deleted) = delete_group_objects(shared, group, "sweep", unreferenced).await else {
+        return Step::Failed;
+    };
     shared.stats.success();
     ColdStats::add(&shared.stats.orphans_deleted, deleted);
     if deleted > 0 {
