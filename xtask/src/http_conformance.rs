@@ -272,11 +272,75 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
         )
     })?;
     let areas = summarize(&report)?;
-    print_report(&areas, &options, secs)?;
+    if let Err(e) = print_report(&areas, &options, secs) {
+        // What the servers warned of: a failure that does not show on a
+        // rerun (a stall of a node, say) is explained by what they said.
+        print_server_warnings(&work);
+        return Err(e);
+    }
     if options.inside_netns && options.server == Server::Strand {
         run_webhook_tests(root)?;
     }
     Ok(())
+}
+
+/// The most warnings [`print_server_warnings`] prints of one log.
+const WARNINGS_SHOWN: usize = 40;
+
+/// Prints the last [`WARNINGS_SHOWN`] warnings and errors of each server
+/// log of the run (`*.log` in `work`), their colours taken out.
+fn print_server_warnings(work: &Path) {
+    let Ok(entries) = fs::read_dir(work) else {
+        return;
+    };
+    let mut logs: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    for log in logs {
+        let Ok(text) = fs::read_to_string(&log) else {
+            continue;
+        };
+        let warnings: Vec<String> = text
+            .lines()
+            .map(strip_colours)
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .collect();
+        if warnings.is_empty() {
+            continue;
+        }
+        let shown = &warnings[warnings.len().saturating_sub(WARNINGS_SHOWN)..];
+        println!();
+        println!(
+            "warnings of {} (the last {} of {}):",
+            log.display(),
+            shown.len(),
+            warnings.len()
+        );
+        for line in shown {
+            println!("  {line}");
+        }
+    }
+}
+
+/// `line` without its ANSI colour sequences (`ESC [ ... m`).
+fn strip_colours(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The strand-server tests that send webhooks (ignored in every other
@@ -568,6 +632,16 @@ mod tests {
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn colours_are_taken_out_of_log_lines() {
+        let line = "\u{1b}[2m2026-12-06T13:41:27Z\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m it stalled";
+        assert_eq!(
+            super::strip_colours(line),
+            "2026-12-06T13:41:27Z  WARN it stalled"
+        );
+        assert_eq!(super::strip_colours("plain"), "plain");
     }
 
     #[test]
