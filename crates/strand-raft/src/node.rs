@@ -640,6 +640,30 @@ impl RaftNode {
             .find_map(|id| links.get(id).map(|url| (id, url)))
     }
 
+    /// Where a request another member passed on for group `group` goes
+    /// once more when this node holds the group but does not lead it:
+    /// the leader its own Raft knows (id and URL). The member that passed
+    /// it on sent it to the leader its views named, which has since
+    /// handed the group off (or the views named none); a follower may not
+    /// have applied what the leader answered that member a moment ago,
+    /// while the leader has (a new one applied every entry committed
+    /// before it), so the member's client reads its own writes. `None`
+    /// when this node leads the group, does not hold it, or knows no
+    /// other leader with an address.
+    pub fn leader_target(&self, group: usize) -> Option<(NodeId, String)> {
+        let links = self.links.as_ref()?;
+        let g = self.groups.get(group)?;
+        let leader = {
+            let metrics = g.raft().metrics();
+            let m = metrics.borrow();
+            if !self.holding.holds(group, &m) {
+                return None;
+            }
+            m.current_leader.filter(|&l| l != self.node_id)?
+        };
+        links.get(leader).map(|url| (leader, url))
+    }
+
     /// The node's leadership hand-offs so far, and whether it drains.
     pub fn balance_stats(&self) -> BalanceStats {
         self.balance.stats()
@@ -782,11 +806,7 @@ impl RaftNode {
                     (leads, m.current_leader)
                 };
                 if !leads {
-                    return refused(format!(
-                        "{}node {} does not lead group {group} (its leader: {current:?})",
-                        crate::proposer::NOT_LEADER,
-                        self.node_id,
-                    ));
+                    return refused(crate::proposer::not_leader(self.node_id, group, current));
                 }
                 if group_node.waiting_for_space() {
                     // Refused now rather than queued behind the write

@@ -41,10 +41,21 @@ pub(crate) struct RaftGroup {
     group: usize,
     raft: Raft<TypeConfig>,
     log: LogStore,
-    /// Proposals pass it shared on their way into openraft; a leadership
-    /// transfer takes it alone, so none enters while the new leader
-    /// catches up and campaigns.
-    gate: Arc<tokio::sync::RwLock<()>>,
+    /// The places of proposals on their way into openraft and waiting
+    /// for their answer ([`IN_FLIGHT`]). A leadership transfer takes them
+    /// all: then no proposal is in the log unanswered or still on its
+    /// way into it (`client_write_ff` returns once the core has the
+    /// entry, not once it appended it — one appended after the new
+    /// leader caught up would make the old leader refuse it its vote),
+    /// and none enters while the new leader catches up and campaigns.
+    in_flight: Arc<tokio::sync::Semaphore>,
+    /// The highest log index of an entry whose proposals were answered
+    /// (set before they are): what a leader tells the member that
+    /// forwarded an entry to wait for. openraft's `last_applied` metric
+    /// is published after the answer, so it may still name an earlier
+    /// entry — and a follower that waited only for that one would read
+    /// without the write it just acknowledged.
+    answered: Arc<std::sync::atomic::AtomicU64>,
     proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
     /// The data directory's lock, released when the last group stops.
     pub(crate) dir_lock: std::sync::Mutex<Option<Arc<DirLock>>>,
@@ -84,17 +95,20 @@ impl RaftGroup {
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
         let proposer = raft.clone();
         let disk = log.clone();
-        let gate = Arc::new(tokio::sync::RwLock::new(()));
-        let pass = Arc::clone(&gate);
+        // At most IN_FLIGHT proposals wait for their commit at a time;
+        // what arrives meanwhile is proposed together, as one entry.
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+        let places = Arc::clone(&in_flight);
+        let answered = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let answered_here = Arc::clone(&answered);
         tokio::spawn(async move {
-            // At most IN_FLIGHT proposals wait for their commit at a time;
-            // what arrives meanwhile is proposed together, as one entry.
-            let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
             loop {
-                let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+                // The first proposal, then a place (an idle proposer
+                // holds none, so a transfer can take them all).
+                let Some(first) = rx.recv().await else {
                     break;
                 };
-                let Some(first) = rx.recv().await else {
+                let Ok(permit) = Arc::clone(&places).acquire_owned().await else {
                     break;
                 };
                 let (entry, dones) = gather(first, &mut rx);
@@ -105,16 +119,11 @@ impl RaftGroup {
                     continue;
                 }
                 let copy = cluster.clone().map(|links| (links, entry.clone()));
-                // Only a cluster's node hands its leadership off.
-                let passing = match copy {
-                    Some(_) => Some(pass.read().await),
-                    None => None,
-                };
                 let submitted = proposer.client_write_ff(entry).await;
-                drop(passing);
                 match submitted {
                     Ok(answer) => {
                         let local = proposer.clone();
+                        let answered = Arc::clone(&answered_here);
                         tokio::spawn(async move {
                             let outcome = match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
                                 Err(_) => {
@@ -124,7 +133,13 @@ impl RaftGroup {
                                     );
                                     Err(Unavailable::NoAnswer.into())
                                 }
-                                Ok(Ok(Ok(response))) => Ok(response.data),
+                                Ok(Ok(Ok(response))) => {
+                                    answered.fetch_max(
+                                        response.log_id.index,
+                                        std::sync::atomic::Ordering::SeqCst,
+                                    );
+                                    Ok(response.data)
+                                }
                                 Ok(Ok(Err(
                                     openraft::error::ClientWriteError::ForwardToLeader(f),
                                 ))) => match copy {
@@ -164,6 +179,8 @@ impl RaftGroup {
                                                     client: &client,
                                                     links: &links,
                                                     balance: (!held).then_some(&*balance),
+                                                    holding: &holding,
+                                                    answered: &answered,
                                                 };
                                                 forward_to(&local, &how, to, group, &entry).await
                                             }
@@ -198,7 +215,8 @@ impl RaftGroup {
             group,
             raft,
             log,
-            gate,
+            in_flight,
+            answered,
             proposals: tx,
             dir_lock: std::sync::Mutex::new(None),
             snapshots: None,
@@ -249,7 +267,19 @@ impl RaftGroup {
             }
         }
         let started = std::time::Instant::now();
-        let _held = self.gate.write().await;
+        let permits = u32::try_from(IN_FLIGHT).unwrap_or(u32::MAX);
+        let _held = tokio::time::timeout(
+            TRANSFER_CATCH_UP,
+            Arc::clone(&self.in_flight).acquire_many_owned(permits),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "proposals of group {} still wait for their commit",
+                self.group
+            )
+        })?
+        .map_err(|_| format!("group {}'s proposer has stopped", self.group))?;
         self.raft
             .wait(Some(TRANSFER_CATCH_UP))
             .metrics(
@@ -293,12 +323,11 @@ impl RaftGroup {
         &self.raft
     }
 
-    /// The group's log writer counters.
     /// Proposes an entry another member forwarded to this node (the
     /// group's leader) through the group's proposer, where it is batched
-    /// with the entries proposed meanwhile; its outcome, and the index
-    /// this node had applied once it was answered (at or past the
-    /// entry's own: the forwarder waits for it before it answers).
+    /// with the entries proposed meanwhile; its outcome, and a log index
+    /// at or past the entry's own ([`RaftGroup::answered`]: the forwarder
+    /// waits until it has applied that far before it answers).
     pub(crate) async fn propose_forwarded(
         &self,
         entry: GroupEntry,
@@ -311,13 +340,9 @@ impl RaftGroup {
             }),
         );
         let outcome = rx.await.map_err(|_| EngineError::Shutdown)??;
-        let applied = self
-            .raft
-            .metrics()
-            .borrow()
-            .last_applied
-            .map_or(0, |l| l.index);
-        Ok((outcome, applied))
+        // Recorded before the outcome was sent: at or past the entry's.
+        let index = self.answered.load(std::sync::atomic::Ordering::SeqCst);
+        Ok((outcome, index))
     }
 
     /// Whether the group's log waits for disk space (its filesystem is
@@ -326,6 +351,7 @@ impl RaftGroup {
         self.log.waiting_for_space()
     }
 
+    /// The group's log writer counters.
     pub(crate) fn log_stats(&self) -> LogStats {
         self.log.stats()
     }
@@ -396,6 +422,34 @@ impl RaftGroup {
 /// append it because it does not lead (the entry may go to the next
 /// leader).
 pub(crate) const NOT_LEADER: &str = "not the leader: ";
+
+/// What a [`NOT_LEADER`] refusal of a forwarded entry says before the id
+/// of the leader its node knows of.
+const LEADER_IS: &str = "; its leader is node ";
+
+/// The refusal of an entry forwarded to `me`, which does not lead
+/// `group`; it names the leader `me` knows of, so the forwarder goes
+/// there at once ([`leader_named`]) rather than waiting to learn it.
+pub(crate) fn not_leader(
+    me: crate::types::NodeId,
+    group: usize,
+    leader: Option<crate::types::NodeId>,
+) -> String {
+    match leader.filter(|&l| l != me) {
+        Some(l) => format!("{NOT_LEADER}node {me} does not lead group {group}{LEADER_IS}{l}"),
+        None => format!("{NOT_LEADER}node {me} does not lead group {group} and knows no leader"),
+    }
+}
+
+/// The leader a [`not_leader`] refusal names, if any.
+fn leader_named(refusal: &str) -> Option<crate::types::NodeId> {
+    refusal
+        .strip_prefix(NOT_LEADER)?
+        .rsplit_once(LEADER_IS)?
+        .1
+        .parse()
+        .ok()
+}
 
 /// How a leader's refusal of a forwarded entry starts when its limits
 /// (the hot-memory budget) keep the entry out for now.
@@ -503,6 +557,12 @@ struct Forward<'a> {
     /// its leader is (this node's own Raft knows none, and it applies
     /// nothing of the group).
     balance: Option<&'a Balance>,
+    /// Which groups this node holds: one it stops holding while it waits
+    /// for a forwarded write's apply is answered without it.
+    holding: &'a Holding,
+    /// Where the index of the entry the leader answered is recorded
+    /// ([`RaftGroup::answered`]), as for an entry this node appended.
+    answered: &'a std::sync::atomic::AtomicU64,
 }
 
 /// Proposes an entry on the leader `(id, addr)`, then waits until this
@@ -545,9 +605,16 @@ async fn forward_to(
         match result {
             Ok(done) => break done,
             Err(e) if e.starts_with(NOT_LEADER) && tries < 3 => {
-                let next = match how.balance {
-                    Some(balance) => seen_leader_after(balance, group, leader).await,
-                    None => local_leader_after(local, leader).await,
+                // The node asked names the leader it knows of (it has
+                // just handed its leadership off, say): there at once;
+                // else the next one this node learns of.
+                let named = leader_named(&e)
+                    .filter(|&id| id != leader)
+                    .and_then(|id| Some((id, links.get(id)?)));
+                let next = match (named, how.balance) {
+                    (Some((id, addr)), _) => Some((id, addr)),
+                    (None, Some(balance)) => seen_leader_after(balance, group, leader).await,
+                    (None, None) => local_leader_after(local, leader).await,
                 };
                 let Some((id, recorded)) = next else {
                     return Err(Unavailable::NoLeader.into());
@@ -566,20 +633,46 @@ async fn forward_to(
             }
         }
     };
+    tracing::info!(
+        group,
+        leader,
+        index,
+        held = how.balance.is_none(),
+        tries,
+        "forwarded"
+    );
+    how.answered
+        .fetch_max(index, std::sync::atomic::Ordering::SeqCst);
     if how.balance.is_some() {
         return Ok(outcome);
     }
     // The entry is committed; without the local apply only read-your-writes
-    // suffers, so a timeout here still answers with the outcome.
-    if let Err(e) = local
-        .wait(Some(Duration::from_secs(10)))
-        .applied_index_at_least(Some(index), "forwarded write")
-        .await
-    {
-        tracing::debug!(error = %e, index, "a forwarded write is not applied here yet");
+    // suffers, so a timeout here still answers with the outcome. A node
+    // that stops holding the group meanwhile (its leader dropped it: it
+    // applies no more of it) answers at once; its requests for the group
+    // go to the members that hold it.
+    let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+    loop {
+        let applied = local
+            .wait(Some(APPLY_WAIT_SLICE))
+            .applied_index_at_least(Some(index), "forwarded write")
+            .await;
+        if applied.is_ok() || !how.holding.holds(group, &local.metrics().borrow()) {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::debug!(index, "a forwarded write is not applied here yet");
+            break;
+        }
     }
     Ok(outcome)
 }
+
+/// How long a follower waits to apply a write it forwarded before it
+/// answers without it.
+const APPLY_WAIT: Duration = Duration::from_secs(10);
+/// How often that wait checks whether the node still holds the group.
+const APPLY_WAIT_SLICE: Duration = Duration::from_millis(100);
 
 /// The group's next leader after `leader` as this node's Raft learns of
 /// it (within 2 s), with the address its membership recorded.
@@ -677,5 +770,22 @@ impl GroupLog for RaftGroup {
                 lock.group_stopped();
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{NOT_LEADER, leader_named, not_leader};
+
+    #[test]
+    fn a_refusal_names_the_leader_its_node_knows() {
+        let named = not_leader(1, 3, Some(2));
+        assert!(named.starts_with(NOT_LEADER), "{named}");
+        assert_eq!(leader_named(&named), Some(2));
+        // No leader, or itself (a stale view): nothing named.
+        assert_eq!(leader_named(&not_leader(1, 3, None)), None);
+        assert_eq!(leader_named(&not_leader(1, 3, Some(1))), None);
+        // Only a refusal for not leading names one.
+        assert_eq!(leader_named("refused for now: its leader is node 2"), None);
     }
 }
