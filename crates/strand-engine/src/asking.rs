@@ -45,6 +45,21 @@ impl Engine {
         self.remote().get().is_none_or(|r| r.holds(group))
     }
 
+    /// Whether this node answers questions about `group` from its own
+    /// state — another node's, and its own about a group other than the
+    /// one a request is for: without [`RemoteGroups`], always; in a
+    /// cluster, only as the group's leader (holding it). A follower may not have
+    /// applied yet what the leader answered a client a moment ago through
+    /// another member, and that client's next request (a fork of the
+    /// stream it just created, say) must see it; every leader has applied
+    /// every entry acknowledged before it led.
+    pub fn answers_group(&self, group: usize) -> bool {
+        match self.remote().get() {
+            None => true,
+            Some(remote) => remote.holds(group) && self.leads_group(group),
+        }
+    }
+
     /// Whether this node is out of `group` (never without
     /// [`RemoteGroups`]): it does not hold it and the placement gives it
     /// no vote in it ([`RemoteGroups::dropped`]).
@@ -53,18 +68,19 @@ impl Engine {
     }
 
     /// `query`'s answer for `group`: from this node's machine when it
-    /// holds the group, else from a node that does.
+    /// answers for the group ([`Engine::answers_group`]), else from the
+    /// group's leader.
     ///
     /// # Errors
     /// The group could not answer (its queue is full, the engine stops),
-    /// or no node that holds it answered ([`Unavailable::Remote`]).
+    /// or its leader did not answer ([`Unavailable::Remote`]).
     pub async fn ask<Q: GroupQuery>(
         &self,
         group: usize,
         query: Q,
     ) -> Result<Q::Answer, EngineError> {
         let remote = match self.remote().get() {
-            Some(remote) if !remote.holds(group) => remote,
+            Some(remote) if !self.answers_group(group) => remote,
             _ => return self.query_group(group, move |m| query.run(m)).await,
         };
         let answer = remote.ask(group, Q::KIND, encode(&query)?).await?;
@@ -91,6 +107,9 @@ impl Engine {
         if !self.holds_group(group) {
             return Err(AnswerError::NotHeld(group));
         }
+        if !self.answers_group(group) {
+            return Err(AnswerError::NotLeader(group));
+        }
         let query: Q = decode(Q::KIND, query)?;
         let answer = self.query_group(group, move |m| query.run(m)).await?;
         Ok(encode(&answer)?)
@@ -98,16 +117,20 @@ impl Engine {
 
     /// One step of a read through a fork chain in `stream`'s group: up to
     /// `max_len` bytes from `offset` of the stream's own (hot or cold), or
-    /// where it inherits `offset` from; asked at a node that holds the
-    /// group when this one does not.
+    /// where it inherits `offset` from. Read here when this node answers
+    /// for the group, or holds it and it is `home`, the group of the
+    /// stream the read is for (one group's state is one consistent
+    /// prefix of its log); else asked at the group's leader.
     pub(crate) async fn read_step(
         &self,
         stream: &BucketStreamId,
         offset: u64,
         max_len: usize,
+        home: usize,
     ) -> Result<StepAnswer, EngineError> {
         let group = self.group_for(stream);
-        if !self.holds_group(group) {
+        let here = self.answers_group(group) || (group == home && self.holds_group(group));
+        if !here {
             let step = ReadStep {
                 stream: stream.clone(),
                 offset,
@@ -158,7 +181,7 @@ impl Engine {
         let step: ReadStep = decode(ReadStep::KIND, step)?;
         self.answerable(group, ReadStep::KIND, &step.stream)?;
         let answer = self
-            .read_step(&step.stream, step.offset, step.max_len)
+            .read_step(&step.stream, step.offset, step.max_len, group)
             .await?;
         Ok(encode(&answer)?)
     }
@@ -213,8 +236,28 @@ impl Engine {
             .await
     }
 
+    /// A stream's metadata as its group's leader has it — this node's
+    /// own when it answers for the group ([`Engine::answers_group`]),
+    /// else asked of the leader: what a request about another stream
+    /// needs (a fork's source), since the client's write of that stream
+    /// may have gone through another member and this node may follow
+    /// its group without having applied it yet. `None` when missing or
+    /// expired; does not renew a TTL.
+    ///
+    /// # Errors
+    /// As [`Engine::head`], and [`Unavailable::Remote`] when the leader
+    /// did not answer.
+    pub async fn head_at_leader(&self, stream: BucketStreamId) -> Result<HeadOutcome, EngineError> {
+        let group = self.group_for(&stream);
+        if self.answers_group(group) {
+            return self.head(stream).await;
+        }
+        self.head_elsewhere(group, stream).await
+    }
+
     /// Checks that another node's question about `stream` came to its
-    /// group, `group`, and that this node holds it.
+    /// group, `group`, and that this node holds and answers for it
+    /// ([`Engine::answers_group`]).
     fn answerable(
         &self,
         group: usize,
@@ -232,6 +275,9 @@ impl Engine {
         }
         if !self.holds_group(group) {
             return Err(AnswerError::NotHeld(group));
+        }
+        if !self.answers_group(group) {
+            return Err(AnswerError::NotLeader(group));
         }
         Ok(())
     }

@@ -332,6 +332,7 @@ impl Engine {
         max_len: usize,
         content_type: Option<String>,
     ) -> Result<ReadOutcome, EngineError> {
+        let home = self.group_for(top);
         let mut slices = Vec::new();
         let mut at = offset;
         let mut remaining = max_len;
@@ -344,7 +345,7 @@ impl Engine {
                 let span = usize::try_from(cap.saturating_sub(at))
                     .unwrap_or(usize::MAX)
                     .min(remaining);
-                match self.read_step(&owner, at, span).await? {
+                match self.read_step(&owner, at, span, home).await? {
                     StepAnswer::Data(page) => break page,
                     StepAnswer::Refused(e) => return Ok(Err(e)),
                     StepAnswer::Inherited {

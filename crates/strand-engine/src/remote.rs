@@ -54,8 +54,10 @@ pub trait RemoteGroups: Send + Sync + 'static {
         let _ = group;
         false
     }
-    /// Asks a node that holds `group` the question `kind` (encoded as
-    /// `query`); its encoded answer.
+    /// Asks `group`'s leader the question `kind` (encoded as `query`);
+    /// its encoded answer. Members that hold the group without leading it
+    /// refuse ([`AnswerError::NotLeader`]), so the leader is found by
+    /// asking on.
     fn ask(&self, group: usize, kind: &'static str, query: Vec<u8>) -> RemoteAnswer;
 }
 
@@ -66,6 +68,10 @@ pub enum AnswerError {
     /// This node does not hold the group (the asker tries another).
     #[error("this node does not hold group {0}")]
     NotHeld(usize),
+    /// This node holds the group but does not lead it: its state may lag
+    /// what the leader acknowledged (the asker tries another).
+    #[error("this node does not lead group {0}")]
+    NotLeader(usize),
     /// No such group.
     #[error("no group {0}")]
     NoSuchGroup(usize),

@@ -43,16 +43,25 @@ pub(crate) struct Asker {
 }
 
 impl Asker {
-    /// Who to ask about `group`, in order: its leader as last seen, then
-    /// every other member; each with its URL.
+    /// Who to ask about `group`, in order: its leader as this node's own
+    /// Raft knows it (when it holds the group) and as last seen in the
+    /// members' views, then every other member (only the leader answers;
+    /// the others refuse at once); each with its URL.
     fn targets(&self, group: usize) -> Vec<(NodeId, String)> {
         let me = self.me;
-        let mut ids: Vec<NodeId> = self
-            .balance
-            .leader_seen(group)
-            .into_iter()
-            .filter(|&l| l != me)
-            .collect();
+        let own = self.metrics.get(group).and_then(|m| {
+            let m = m.borrow();
+            self.holding
+                .holds(group, &m)
+                .then_some(m.current_leader)
+                .flatten()
+        });
+        let mut ids: Vec<NodeId> = Vec::new();
+        for id in own.into_iter().chain(self.balance.leader_seen(group)) {
+            if id != me && !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
         let members: Vec<NodeId> = match self.metrics.first() {
             Some(group0) => crate::balance::registry(std::slice::from_ref(&*group0.borrow())),
             None => Default::default(),

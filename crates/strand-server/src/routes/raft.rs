@@ -264,7 +264,7 @@ pub(super) async fn ask(state: &AppState, rest: &str, request: Request) -> Respo
             .into_response(),
         Err(e @ AnswerError::NoSuchGroup(_)) => text(StatusCode::NOT_FOUND, e.to_string()),
         Err(e @ AnswerError::Malformed { .. }) => text(StatusCode::BAD_REQUEST, e.to_string()),
-        Err(e @ (AnswerError::NotHeld(_) | AnswerError::Engine(_))) => {
+        Err(e @ (AnswerError::NotHeld(_) | AnswerError::NotLeader(_) | AnswerError::Engine(_))) => {
             text(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         }
     }

@@ -288,7 +288,9 @@ async fn create_fork(
     let attrs = crate::names::with_name(&target.id, &target.name, given_attrs.clone());
     // The source's content type decides the fork's and how its body is
     // stored; a soft-deleted source cannot be forked.
-    let Some(meta) = state.engine.head(source.clone()).await? else {
+    // Asked of the source group's leader: the client may have created
+    // the source through another member a moment ago.
+    let Some(meta) = state.engine.head_at_leader(source.clone()).await? else {
         if state.engine.is_soft_deleted(source.clone()).await? {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
