@@ -5,9 +5,12 @@
 //! and the rest; appends it proposes itself, and its group's proposer
 //! forwards them to the leader as log entries).
 //!
-//! A passed-on request carries [`FORWARDED_BY`]; the member that receives
-//! it answers it itself or refuses it, and never passes it on again, so a
-//! request makes at most one hop.
+//! A passed-on request carries [`FORWARDED_BY`], the ids of the members
+//! that passed it on. The member that receives it answers it itself or
+//! refuses it, except that one holding the group without leading it
+//! passes it on to the leader (reads of a member's own writes come from
+//! a leader, which has applied them); so a request makes two hops at
+//! most.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -22,9 +25,19 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::errors::ApiError;
 
-/// The header of a request one member passed on to another: the id of
-/// the node that passed it on.
+/// The header of a request one member passed on to another: the ids of
+/// the nodes that passed it on, comma-separated, in order.
 pub const FORWARDED_BY: HeaderName = HeaderName::from_static("strand-forwarded-by");
+
+/// How many times `headers`' request was passed on between members (the
+/// ids [`FORWARDED_BY`] names; a value that is not text counts as one).
+pub(crate) fn hops(headers: &HeaderMap) -> usize {
+    headers
+        .get_all(FORWARDED_BY)
+        .iter()
+        .map(|v| v.to_str().map_or(1, |ids| ids.split(',').count()))
+        .sum()
+}
 
 /// How long connecting to the other member may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -121,7 +134,13 @@ pub(crate) async fn forward(
         .map_err(|_| unavailable(format!("has an address that is not a URL ({url})")))?;
     parts.uri = uri;
     strip(&mut parts.headers);
-    parts.headers.insert(FORWARDED_BY, HeaderValue::from(me));
+    let by = match parts.headers.get(FORWARDED_BY).map(HeaderValue::to_str) {
+        Some(Ok(before)) => HeaderValue::from_str(&format!("{before},{me}")),
+        _ => Ok(HeaderValue::from(me)),
+    };
+    parts
+        .headers
+        .insert(FORWARDED_BY, by.unwrap_or_else(|_| HeaderValue::from(me)));
     let answer = tokio::time::timeout(
         long_poll.saturating_add(HEAD_GRACE),
         client().request(Request::from_parts(parts, body)),
@@ -156,5 +175,17 @@ mod tests {
         strip(&mut h);
         let left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
         assert_eq!(left, ["content-type", "stream-next-offset"]);
+    }
+
+    #[test]
+    fn hops_count_the_members_that_passed_a_request_on() {
+        let mut h = HeaderMap::new();
+        assert_eq!(hops(&h), 0);
+        h.insert(FORWARDED_BY, HeaderValue::from(2u64));
+        assert_eq!(hops(&h), 1);
+        h.insert(FORWARDED_BY, HeaderValue::from_static("2,3"));
+        assert_eq!(hops(&h), 2);
+        h.insert(FORWARDED_BY, HeaderValue::from_bytes(b"\xff").unwrap());
+        assert_eq!(hops(&h), 1);
     }
 }

@@ -333,8 +333,9 @@ async fn route_request(
         // with the others as a follower's are — no second HTTP request,
         // and what it needs (the stream's state) is checked as it applies.
         let appends = matches!(route, Route::Stream(..)) && request.method() == Method::POST;
+        let hops = crate::proxy::hops(request.headers());
         if !held && !appends {
-            if !request.headers().contains_key(crate::proxy::FORWARDED_BY)
+            if hops == 0
                 && let Some(to) = raft.forward_target(group)
             {
                 let long_poll = state.config.long_poll_timeout();
@@ -343,6 +344,18 @@ async fn route_request(
             }
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, JOINING)
                 .with_header(axum::http::header::RETRY_AFTER, "1"));
+        }
+        // A request passed on to a member that holds the group but no
+        // longer leads it (the views that named it are a round old) goes
+        // on to the leader, once: the member that passed it on has had
+        // its writes answered by a leader, and reads them back from one.
+        if hops == 1
+            && !appends
+            && let Some(to) = raft.leader_target(group)
+        {
+            let long_poll = state.config.long_poll_timeout();
+            state.metrics.passed_on();
+            return crate::proxy::forward(raft.node_id(), to, request, long_poll).await;
         }
     }
     let result = match route {
