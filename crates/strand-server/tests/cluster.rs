@@ -649,6 +649,18 @@ fn balanced_node_args(dir: &Path, id: u64, ports: &[u16]) -> Vec<String> {
     args
 }
 
+/// Starts a balancing test's three nodes (`balanced_node_args`) in
+/// `dir` and waits until all are ready; the nodes and their addresses.
+async fn start_balanced(dir: &Path) -> (Vec<Server>, Vec<SocketAddr>) {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let nodes: Vec<Server> = (1..=3)
+        .map(|id| start_args(&balanced_node_args(dir, id, &ports)))
+        .collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+    all_ready(&addrs, Duration::from_secs(60)).await;
+    (nodes, addrs)
+}
+
 /// What one producer did: its stream, each acknowledged body with the
 /// next offset it was acknowledged at, and the longest wait for one.
 type Produced = (String, Vec<(String, u64)>, Duration);
@@ -781,12 +793,7 @@ impl Writers {
 async fn leaderships_spread_and_a_drained_node_hands_them_off() {
     const STREAMS: usize = 6;
     let tmp = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let nodes: Vec<Server> = (1..=3)
-        .map(|id| start_args(&balanced_node_args(tmp.path(), id, &ports)))
-        .collect();
-    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-    all_ready(&addrs, Duration::from_secs(60)).await;
+    let (nodes, addrs) = start_balanced(tmp.path()).await;
 
     // A producer per stream writes through every node in turn the whole
     // time, while leaderships move under it.
@@ -864,12 +871,7 @@ async fn leaderships_spread_and_a_drained_node_hands_them_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_reads_its_own_writes_through_any_member() {
     let tmp = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let nodes: Vec<Server> = (1..=3)
-        .map(|id| start_args(&balanced_node_args(tmp.path(), id, &ports)))
-        .collect();
-    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-    all_ready(&addrs, Duration::from_secs(60)).await;
+    let (nodes, addrs) = start_balanced(tmp.path()).await;
     // Clients at once (two per member), each appending to its streams and
     // reading back after every append; the streams spread over the
     // groups, so each member follows most of the ones it is asked about.
