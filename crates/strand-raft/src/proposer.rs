@@ -633,14 +633,6 @@ async fn forward_to(
             }
         }
     };
-    tracing::info!(
-        group,
-        leader,
-        index,
-        held = how.balance.is_none(),
-        tries,
-        "forwarded"
-    );
     how.answered
         .fetch_max(index, std::sync::atomic::Ordering::SeqCst);
     if how.balance.is_some() {
