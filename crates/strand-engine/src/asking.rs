@@ -104,12 +104,7 @@ impl Engine {
         if group >= self.group_count() {
             return Err(AnswerError::NoSuchGroup(group));
         }
-        if !self.holds_group(group) {
-            return Err(AnswerError::NotHeld(group));
-        }
-        if !self.answers_group(group) {
-            return Err(AnswerError::NotLeader(group));
-        }
+        self.answers_for(group)?;
         let query: Q = decode(Q::KIND, query)?;
         let answer = self.query_group(group, move |m| query.run(m)).await?;
         Ok(encode(&answer)?)
@@ -255,6 +250,18 @@ impl Engine {
         self.head_elsewhere(group, stream).await
     }
 
+    /// Whether this node answers another node's question about `group`:
+    /// it holds the group and answers for it ([`Engine::answers_group`]).
+    fn answers_for(&self, group: usize) -> Result<(), AnswerError> {
+        if !self.holds_group(group) {
+            return Err(AnswerError::NotHeld(group));
+        }
+        if !self.answers_group(group) {
+            return Err(AnswerError::NotLeader(group));
+        }
+        Ok(())
+    }
+
     /// Checks that another node's question about `stream` came to its
     /// group, `group`, and that this node holds and answers for it
     /// ([`Engine::answers_group`]).
@@ -273,13 +280,7 @@ impl Engine {
                 error: format!("stream '{stream}' is not in group {group}"),
             });
         }
-        if !self.holds_group(group) {
-            return Err(AnswerError::NotHeld(group));
-        }
-        if !self.answers_group(group) {
-            return Err(AnswerError::NotLeader(group));
-        }
-        Ok(())
+        self.answers_for(group)
     }
 
     /// Answers another node's [`ReadPage`] (encoded as `page`) in `group`

@@ -612,7 +612,7 @@ async fn forward_to(
                     .filter(|&id| id != leader)
                     .and_then(|id| Some((id, links.get(id)?)));
                 let next = match (named, how.balance) {
-                    (Some((id, addr)), _) => Some((id, addr)),
+                    (Some(named), _) => Some(named),
                     (None, Some(balance)) => seen_leader_after(balance, group, leader).await,
                     (None, None) => local_leader_after(local, leader).await,
                 };
