@@ -455,19 +455,17 @@ impl Dropped {
         if self.cleared || since.elapsed() < shared.config.repair_interval * DROPPED_GRACE_REPAIRS {
             return;
         }
-        let Some(deleted) = delete_group_objects(shared, group, "dropped group", |_| true).await
-        else {
-            return;
+        let deleting = Deleting {
+            what: "dropped group",
+            counter: &shared.stats.gc_deleted,
+            done: "deleted this node's copy of a group it no longer holds",
         };
-        ColdStats::add(&shared.stats.gc_deleted, deleted);
-        if deleted > 0 {
-            tracing::info!(
-                group,
-                deleted,
-                "deleted this node's copy of a group it no longer holds"
-            );
+        if delete_group_objects(shared, group, &deleting, |_| true)
+            .await
+            .is_some()
+        {
+            self.cleared = true;
         }
-        self.cleared = true;
     }
 }
 
@@ -640,16 +638,29 @@ async fn gc_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     }
 }
 
+/// What a [`delete_group_objects`] pass is, for its counters and logs.
+struct Deleting<'a> {
+    /// The operation its store failures are recorded under (`… list`,
+    /// `… delete`).
+    what: &'a str,
+    /// The counter the objects it deleted add to.
+    counter: &'a std::sync::atomic::AtomicU64,
+    /// What it logs when it deleted any.
+    done: &'a str,
+}
+
 /// Deletes the objects under group `group`'s prefix that `chosen` picks
 /// (one already gone counts as deleted by someone else); how many it
-/// deleted. A failure of the store is recorded as `what`'s list or
-/// delete and ends the pass (`None`): the next pass tries again.
+/// deleted, added to the pass's counter and logged. A failure of the
+/// store is recorded as the pass's list or delete and ends the pass
+/// (`None`): the next pass tries again.
 async fn delete_group_objects(
     shared: &Shared,
     group: usize,
-    what: &str,
+    pass: &Deleting<'_>,
     chosen: impl Fn(&ObjectInfo) -> bool,
 ) -> Option<u64> {
+    let what = pass.what;
     let objects = match shared.backend.list(&names::group_prefix(group)).await {
         Ok(objects) => objects,
         Err(e) => {
@@ -667,6 +678,10 @@ async fn delete_group_objects(
                 return None;
             }
         }
+    }
+    ColdStats::add(pass.counter, deleted);
+    if deleted > 0 {
+        tracing::info!(group, deleted, "{}", pass.done);
     }
     Some(deleted)
 }
@@ -695,17 +710,16 @@ async fn sweep_once(shared: &Shared, engine: &Engine, group: usize) -> Step {
     let unreferenced = |o: &ObjectInfo| {
         !starts::is_live(&live, &o.name) && o.last_modified_ms.saturating_add(grace) <= now
     };
-    let Some(deleted) = delete_group_objects(shared, group, "sweep", unreferenced).await else {
+    let deleting = Deleting {
+        what: "sweep",
+        counter: &shared.stats.orphans_deleted,
+        done: "cold orphan sweep deleted unreferenced objects",
+    };
+    let Some(deleted) = delete_group_objects(shared, group, &deleting, unreferenced).await else {
         return Step::Failed;
     };
     shared.stats.success();
-    ColdStats::add(&shared.stats.orphans_deleted, deleted);
     if deleted > 0 {
-        tracing::info!(
-            group,
-            deleted,
-            "cold orphan sweep deleted unreferenced objects"
-        );
         Step::Progress
     } else {
         Step::Idle
