@@ -29,6 +29,8 @@ pub(crate) enum LogInput {
         machine: Box<strand::StreamStateMachine>,
         reply: oneshot::Sender<()>,
     },
+    /// Replace the machine with an empty one of the same options.
+    Reset { reply: oneshot::Sender<()> },
 }
 
 /// The handle a group's log uses to apply committed entries to the
@@ -115,6 +117,22 @@ impl GroupApplier {
                 machine: Box::new(machine),
                 reply,
             })
+            .map_err(|_| "the group has stopped".to_owned())?;
+        rx.await.map_err(|_| "the group has stopped".to_owned())
+    }
+}
+
+impl GroupApplier {
+    /// Replaces the machine with an empty one (the same options): the
+    /// log forgot the group (this node is no longer one of its members)
+    /// and starts it again from nothing. Parked readers are woken.
+    ///
+    /// # Errors
+    /// The group has stopped.
+    pub async fn reset(&self) -> Result<(), String> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(LogInput::Reset { reply })
             .map_err(|_| "the group has stopped".to_owned())?;
         rx.await.map_err(|_| "the group has stopped".to_owned())
     }

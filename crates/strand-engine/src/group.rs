@@ -578,6 +578,14 @@ impl GroupCore {
                 self.waiters.wake_all(&Wake::Changed);
                 let _ = reply.send(());
             }
+            LogInput::Reset { reply } => {
+                self.machine = StreamStateMachine::with_options(self.machine.options());
+                if let Some(replica) = self.replica.get() {
+                    replica.restored(self.group);
+                }
+                self.waiters.wake_all(&Wake::Changed);
+                let _ = reply.send(());
+            }
         }
     }
 
