@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strand_engine::{EngineError, RemoteAnswer, RemoteGroups, Unavailable};
-use tokio::sync::watch;
 
 use crate::balance::Balance;
 use crate::network::{ClusterLinks, PeerClient};
@@ -29,14 +28,13 @@ pub const ASK_PATH: &str = "/__strand/raft/ask";
 /// How long one member may take to answer a question.
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
-type Metrics = openraft::RaftMetrics<NodeId, openraft::BasicNode>;
-
 /// A cluster member's [`RemoteGroups`].
 pub(crate) struct Asker {
     pub(crate) me: NodeId,
     pub(crate) holding: Arc<crate::holding::Holding>,
-    /// Each group's metrics, as this node's Raft reports them.
-    pub(crate) metrics: Vec<watch::Receiver<Metrics>>,
+    /// The node's groups (their metrics, as this node's Raft reports
+    /// them).
+    pub(crate) groups: Arc<[Arc<crate::proposer::RaftGroup>]>,
     pub(crate) links: Arc<ClusterLinks>,
     pub(crate) client: PeerClient,
     pub(crate) balance: Arc<Balance>,
@@ -49,8 +47,9 @@ impl Asker {
     /// the others refuse at once); each with its URL.
     fn targets(&self, group: usize) -> Vec<(NodeId, String)> {
         let me = self.me;
-        let own = self.metrics.get(group).and_then(|m| {
-            let m = m.borrow();
+        let own = self.groups.get(group).and_then(|g| {
+            let metrics = g.raft().metrics();
+            let m = metrics.borrow();
             self.holding
                 .holds(group, &m)
                 .then_some(m.current_leader)
@@ -62,8 +61,10 @@ impl Asker {
                 ids.push(id);
             }
         }
-        let members: Vec<NodeId> = match self.metrics.first() {
-            Some(group0) => crate::balance::registry(std::slice::from_ref(&*group0.borrow())),
+        let members: Vec<NodeId> = match self.groups.first() {
+            Some(group0) => {
+                crate::balance::registry(std::slice::from_ref(&*group0.raft().metrics().borrow()))
+            }
             None => Default::default(),
         }
         .into_iter()
@@ -82,9 +83,9 @@ impl Asker {
 
 impl RemoteGroups for Asker {
     fn holds(&self, group: usize) -> bool {
-        self.metrics
+        self.groups
             .get(group)
-            .is_some_and(|m| self.holding.holds(group, &m.borrow()))
+            .is_some_and(|g| self.holding.holds(group, &g.raft().metrics().borrow()))
     }
 
     fn dropped(&self, group: usize) -> bool {

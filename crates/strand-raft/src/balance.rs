@@ -62,6 +62,7 @@ pub(crate) struct Balance {
     failed: AtomicU64,
     held_us_max: AtomicU64,
     voters_moved: AtomicU64,
+    forgotten: AtomicU64,
     /// Each group's leader as the last round's views said (the view of
     /// the latest term that names one).
     leaders_seen: Mutex<Vec<Option<NodeId>>>,
@@ -88,6 +89,10 @@ pub struct BalanceStats {
     /// Voter changes this node made to groups it leads (placement).
     #[serde(default)]
     pub voters_moved: u64,
+    /// Groups this node forgot since it started: the placement moved it
+    /// off them, and it dropped their log, snapshots and state.
+    #[serde(default)]
+    pub groups_forgotten: u64,
 }
 
 impl Balance {
@@ -168,6 +173,7 @@ impl Balance {
             failed: self.failed.load(Ordering::Relaxed),
             held_us_max: self.held_us_max.load(Ordering::Relaxed),
             voters_moved: self.voters_moved.load(Ordering::Relaxed),
+            groups_forgotten: self.forgotten.load(Ordering::Relaxed),
         }
     }
 }
@@ -187,6 +193,8 @@ pub(crate) struct Balancer {
     /// How long a member may not answer before the leader of group 0
     /// removes it (`None`: never).
     pub(crate) dead_after: Option<Duration>,
+    /// Which groups the node holds.
+    pub(crate) holding: Arc<crate::holding::Holding>,
 }
 
 /// What a node's rounds remember from one to the next.
@@ -200,6 +208,9 @@ struct Memory {
     /// The members whose replication factor differs from this node's, as
     /// last logged.
     mismatched: BTreeMap<NodeId, usize>,
+    /// Since when each group this node may forget has been so
+    /// ([`forgettable`]).
+    out_since: BTreeMap<usize, Instant>,
 }
 
 /// A group's metrics as openraft reports them.
@@ -296,6 +307,8 @@ impl Balancer {
             .collect();
         let plan = self.plan(&metrics, &known, &leaving);
         self.balance.note_plan(me, plan.as_deref());
+        self.forget_one(groups, &metrics, &known, &mut memory.out_since)
+            .await;
         if self.place(groups, &metrics, plan.as_deref()).await || !self.hand_offs {
             return;
         }
@@ -462,7 +475,8 @@ impl Balancer {
                 continue;
             };
             let what = format!("finish the change of voters to {target:?}");
-            let change = groups[g].raft().change_membership(target, true);
+            let raft = groups[g].raft();
+            let change = raft.change_membership(target, true);
             self.change(mv(g, "voter", None, None), &what, change).await;
             return true;
         }
@@ -480,10 +494,8 @@ impl Balancer {
                 .and_then(|want| want.iter().find(|id| membership.get_node(id).is_none()))
                 .and_then(|&id| Some((id, self.addr_of(&metrics[0], id)?)));
             if let Some((id, addr)) = joining {
-                let change =
-                    groups[g]
-                        .raft()
-                        .add_learner(id, openraft::BasicNode::new(addr), false);
+                let raft = groups[g].raft();
+                let change = raft.add_learner(id, openraft::BasicNode::new(addr), false);
                 let what = format!("add node {id} as a learner");
                 self.change(mv(g, "learner", None, Some(id)), &what, change)
                     .await;
@@ -501,9 +513,9 @@ impl Balancer {
                 if members.contains(&gone) {
                     self.release(g, gone).await;
                 }
-                let change = groups[g]
-                    .raft()
-                    .change_membership(ChangeMembers::RemoveNodes([gone].into()), false);
+                let raft = groups[g].raft();
+                let change =
+                    raft.change_membership(ChangeMembers::RemoveNodes([gone].into()), false);
                 let what = format!("drop learner {gone}");
                 self.change(mv(g, "learner", Some(gone), None), &what, change)
                     .await;
@@ -536,13 +548,63 @@ impl Balancer {
             let from = now.difference(want).next().copied();
             let to = want.difference(&now).next().copied();
             let what = format!("change the voters to {want:?}");
-            let change = groups[g].raft().change_membership(want.clone(), true);
+            let raft = groups[g].raft();
+            let change = raft.change_membership(want.clone(), true);
             if self.change(mv(g, "voter", from, to), &what, change).await {
                 self.balance.voters_moved.fetch_add(1, Ordering::Relaxed);
             }
             return true;
         }
         false
+    }
+
+    /// Forgets the first group this node has been out of for
+    /// [`FORGET_AFTER`] ([`forgettable`], `crate::forget`).
+    async fn forget_one(
+        &self,
+        groups: &[Arc<RaftGroup>],
+        metrics: &[Metrics],
+        known: &[Option<GroupView>],
+        out_since: &mut BTreeMap<usize, Instant>,
+    ) {
+        // A group given back clears its mark once this node votes in it.
+        for group in groups {
+            group.refuses_votes(self.me);
+        }
+        let now = Instant::now();
+        let out: BTreeSet<usize> = (1..groups.len())
+            .filter(|&g| {
+                forgettable(
+                    self.me,
+                    &metrics[g],
+                    known.get(g).and_then(Option::as_ref),
+                    self.balance.planned(g),
+                    self.holding.holds(g, &metrics[g]),
+                )
+            })
+            .collect();
+        out_since.retain(|g, _| out.contains(g));
+        for &g in &out {
+            out_since.entry(g).or_insert(now);
+        }
+        let Some(group) = out.iter().copied().find(|g| {
+            out_since
+                .get(g)
+                .is_some_and(|at| now.duration_since(*at) >= FORGET_AFTER)
+        }) else {
+            return;
+        };
+        out_since.remove(&group);
+        match groups[group].forget().await {
+            Ok(()) => {
+                self.balance.forgotten.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    group,
+                    "forgot a group this node no longer holds: its log, snapshots and state are gone"
+                );
+            }
+            Err(e) => tracing::warn!(group, error = %e, "could not forget a group"),
+        }
     }
 
     /// Tells member `id` that this node (group `group`'s leader) drops it
@@ -717,6 +779,42 @@ fn known_groups(
         .collect()
 }
 
+/// How long a node must have been out of a group ([`forgettable`])
+/// before it forgets it.
+const FORGET_AFTER: Duration = Duration::from_secs(10);
+
+/// Whether node `me` may forget group (other than 0) whose metrics on
+/// `me` are `own` (see `crate::forget`): it does not hold the group
+/// (`held`) or lead it, the plan gives it no vote, its log or snapshot
+/// holds something, and `known` — the freshest view of the group — is
+/// its leader's (the only view with matched indexes), no older than
+/// `me`'s term, with a membership that is applied there (so committed)
+/// and names `me` neither voter nor learner.
+pub(crate) fn forgettable(
+    me: NodeId,
+    own: &Metrics,
+    known: Option<&GroupView>,
+    planned: Option<bool>,
+    held: bool,
+) -> bool {
+    let Some(view) = known else {
+        return false;
+    };
+    let committed = view
+        .membership_index
+        .is_some_and(|at| view.applied_index >= Some(at));
+    !held
+        && planned == Some(false)
+        && own.current_leader != Some(me)
+        && (own.last_log_index.is_some() || own.snapshot.is_some())
+        && !view.matched.is_empty()
+        && view.leader.is_some_and(|l| l != me)
+        && view.term >= own.current_term
+        && committed
+        && !view.voters.contains(&me)
+        && !view.learners.contains(&me)
+}
+
 /// The cluster's members: the nodes of group 0's membership (voters and
 /// learners), as this node holds it; a member joins and leaves the
 /// cluster by joining and leaving group 0. Empty while this node knows
@@ -775,8 +873,9 @@ pub(crate) async fn remove_member(
         return Err(format!("node {id} is the cluster's last member"));
     }
     // Voters the plan drops stay learners (`retain`): only `id` leaves.
+    let raft = group0.raft();
     let change = |changes: ChangeMembers<NodeId, openraft::BasicNode>, retain: bool| {
-        timed(group0.raft().change_membership(changes, retain))
+        timed(raft.change_membership(changes, retain))
     };
     if voters(m).contains(&id) {
         let want = plan(&placed(&metrics), &rest, factor).swap_remove(0);
@@ -871,5 +970,48 @@ mod tests {
         ];
         assert_eq!(other_factors(3, &views), [(3, 5)].into());
         assert_eq!(other_factors(5, &views), [(2, 3)].into());
+    }
+
+    #[test]
+    fn a_group_is_forgotten_only_once_its_leader_committed_a_membership_without_the_node() {
+        let mut own = Metrics::new_initial(2);
+        own.current_term = 3;
+        own.last_log_index = Some(40);
+        let leader = GroupView {
+            group: 1,
+            voters: vec![1, 3, 4],
+            learners: Vec::new(),
+            leader: Some(1),
+            term: 3,
+            applied_index: Some(50),
+            last_log_index: Some(50),
+            matched: [(1, Some(50)), (3, Some(50)), (4, Some(48))].into(),
+            membership_index: Some(45),
+        };
+        assert!(forgettable(2, &own, Some(&leader), Some(false), false));
+        // What this node knows of itself.
+        assert!(!forgettable(2, &own, Some(&leader), Some(false), true));
+        assert!(!forgettable(2, &own, Some(&leader), Some(true), false));
+        assert!(!forgettable(2, &own, Some(&leader), None, false));
+        let mut leading = own.clone();
+        leading.current_leader = Some(2);
+        assert!(!forgettable(2, &leading, Some(&leader), Some(false), false));
+        let mut empty = own.clone();
+        empty.last_log_index = None;
+        assert!(!forgettable(2, &empty, Some(&leader), Some(false), false));
+        // What the leader's view says.
+        assert!(!forgettable(2, &own, None, Some(false), false));
+        let differs = |change: &dyn Fn(&mut GroupView)| {
+            let mut view = leader.clone();
+            change(&mut view);
+            forgettable(2, &own, Some(&view), Some(false), false)
+        };
+        assert!(!differs(&|v| v.voters.push(2)), "still a voter");
+        assert!(!differs(&|v| v.learners.push(2)), "still a learner");
+        assert!(!differs(&|v| v.applied_index = Some(44)), "not committed");
+        assert!(!differs(&|v| v.membership_index = None), "an older node");
+        assert!(!differs(&|v| v.matched.clear()), "not a leader's view");
+        assert!(!differs(&|v| v.leader = Some(2)), "names this node");
+        assert!(!differs(&|v| v.term = 2), "older than this node's term");
     }
 }

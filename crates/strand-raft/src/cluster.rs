@@ -63,6 +63,10 @@ pub struct GroupView {
     /// is known to hold; empty elsewhere.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub matched: BTreeMap<NodeId, Option<u64>>,
+    /// The log index of the entry of the membership this node holds
+    /// (`None`: it holds none, or it is an older node that does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership_index: Option<u64>,
 }
 
 /// What one node knows of its groups.
@@ -338,6 +342,7 @@ mod tests {
             term,
             applied_index: Some(last),
             last_log_index: Some(last),
+            membership_index: None,
             matched: if leader == Some(node) {
                 [(1, Some(last)), (2, Some(last - 2)), (3, None)]
                     .into_iter()

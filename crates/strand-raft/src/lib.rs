@@ -51,6 +51,7 @@ mod balance;
 mod batch;
 mod cluster;
 mod error;
+mod forget;
 mod holding;
 mod http;
 mod lock;

@@ -185,13 +185,14 @@ impl RaftNode {
         (replication_factor, balance, holding): (usize, Arc<Balance>, Arc<Holding>),
     ) -> Self {
         let (links, peers) = peers.unzip();
+        let groups: Arc<[Arc<RaftGroup>]> = groups.into();
         if let (Some(links), Some(client)) = (&links, &peers) {
             // Questions over groups this node does not hold go to members
             // that do.
             engine.set_remote_groups(Arc::new(crate::asking::Asker {
                 me: node_id,
                 holding: Arc::clone(&holding),
-                metrics: groups.iter().map(|g| g.raft().metrics()).collect(),
+                groups: Arc::clone(&groups),
                 links: Arc::clone(links),
                 client: client.clone(),
                 balance: Arc::clone(&balance),
@@ -199,7 +200,7 @@ impl RaftNode {
         }
         Self {
             engine,
-            groups: groups.into(),
+            groups,
             node_id,
             peers,
             links,
@@ -239,6 +240,7 @@ impl RaftNode {
                 factor: replication_factor,
                 hand_offs: interval.is_some(),
                 dead_after,
+                holding: Arc::clone(&self.holding),
             };
             let every = interval.unwrap_or(std::time::Duration::from_millis(
                 crate::balance::DEFAULT_BALANCE_INTERVAL_MS,
@@ -777,7 +779,7 @@ impl RaftNode {
             .groups
             .get(group)
             .ok_or(MessageError::NoSuchGroup(group))?;
-        let raft = group_node.raft().clone();
+        let raft = group_node.raft();
         if self.peers.is_none() {
             return Err(MessageError::NotClustered);
         }
@@ -790,7 +792,20 @@ impl RaftNode {
                 }
                 answer(&taken)
             }
-            RaftMessage::Vote => answer(&raft.vote(request(body)?).await),
+            RaftMessage::Vote => {
+                let vote: openraft::raft::VoteRequest<NodeId> = request(body)?;
+                if group_node.refuses_votes(self.node_id) {
+                    // Forgotten (`crate::forget`): no vote until its log
+                    // names it a voter again.
+                    let refused = openraft::raft::VoteResponse {
+                        vote: vote.vote,
+                        vote_granted: false,
+                        last_log_id: None,
+                    };
+                    return answer(&Ok::<_, openraft::error::RaftError<NodeId>>(refused));
+                }
+                answer(&raft.vote(vote).await)
+            }
             RaftMessage::Snapshot => answer(&raft.install_snapshot(request(body)?).await),
             RaftMessage::Propose => {
                 // Only the leader takes it; a forwarded entry is not

@@ -39,8 +39,9 @@ pub(crate) struct Membership {
 /// machine.
 pub(crate) struct RaftGroup {
     group: usize,
-    raft: Raft<TypeConfig>,
-    log: LogStore,
+    /// What the group's Raft node runs on now (replaced whole when this
+    /// node forgets the group, [`crate::forget`]).
+    current: Arc<std::sync::RwLock<Current>>,
     /// The places of proposals on their way into openraft and waiting
     /// for their answer ([`IN_FLIGHT`]). A leadership transfer takes them
     /// all: then no proposal is in the log unanswered or still on its
@@ -59,6 +60,22 @@ pub(crate) struct RaftGroup {
     proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
     /// The data directory's lock, released when the last group stops.
     pub(crate) dir_lock: std::sync::Mutex<Option<Arc<DirLock>>>,
+    /// How the group's Raft node is opened again from nothing, on a
+    /// cluster's member (which may forget the group).
+    pub(crate) reopen: Option<crate::start::GroupOpener>,
+    /// Whether this node forgot the group and has not been made one of
+    /// its voters since ([`crate::forget`]): it refuses its vote.
+    pub(crate) forgotten: std::sync::atomic::AtomicBool,
+    /// Taken while the Raft node is replaced or stopped; `true` once the
+    /// group has stopped (it is not opened again then).
+    pub(crate) stopping: Arc<tokio::sync::Mutex<bool>>,
+}
+
+/// A group's Raft node and the files it runs on.
+#[derive(Clone)]
+pub(crate) struct Current {
+    pub(crate) raft: Raft<TypeConfig>,
+    pub(crate) log: LogStore,
     /// The group's snapshot files, for its status.
     pub(crate) snapshots: Option<Arc<SnapshotDir>>,
 }
@@ -86,15 +103,10 @@ impl RaftGroup {
     /// [`RaftGroup::propose_forwarded`]) and answered with the leader's
     /// outcome once this node has applied it too (read-your-writes on the
     /// node a client talks to).
-    pub(crate) fn start(
-        group: usize,
-        raft: Raft<TypeConfig>,
-        log: LogStore,
-        cluster: Option<Membership>,
-    ) -> Self {
+    pub(crate) fn start(group: usize, current: Current, cluster: Option<Membership>) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
-        let proposer = raft.clone();
-        let disk = log.clone();
+        let current = Arc::new(std::sync::RwLock::new(current));
+        let now = Arc::clone(&current);
         // At most IN_FLIGHT proposals wait for their commit at a time;
         // what arrives meanwhile is proposed together, as one entry.
         let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
@@ -110,6 +122,12 @@ impl RaftGroup {
                 };
                 let Ok(permit) = Arc::clone(&places).acquire_owned().await else {
                     break;
+                };
+                // Read with the place taken: a node forgetting the group
+                // holds every place while it replaces the Raft node.
+                let (proposer, disk) = {
+                    let now = crate::sync::read(&now);
+                    (now.raft.clone(), now.log.clone())
                 };
                 let (entry, dones) = gather(first, &mut rx);
                 if disk.waiting_for_space() {
@@ -213,14 +231,36 @@ impl RaftGroup {
         });
         Self {
             group,
-            raft,
-            log,
+            current,
             in_flight,
             answered,
             proposals: tx,
             dir_lock: std::sync::Mutex::new(None),
-            snapshots: None,
+            reopen: None,
+            forgotten: std::sync::atomic::AtomicBool::new(false),
+            stopping: Arc::new(tokio::sync::Mutex::new(false)),
         }
+    }
+
+    /// What the group's Raft node runs on now.
+    pub(crate) fn current(&self) -> Current {
+        crate::sync::read(&self.current).clone()
+    }
+
+    /// Replaces what the group's Raft node runs on (a node forgetting the
+    /// group).
+    pub(crate) fn replace(&self, current: Current) {
+        *crate::sync::write(&self.current) = current;
+    }
+
+    /// The group's log store now.
+    fn log(&self) -> LogStore {
+        crate::sync::read(&self.current).log.clone()
+    }
+
+    /// The places of the group's proposals ([`IN_FLIGHT`] in all).
+    pub(crate) fn places(&self) -> Arc<tokio::sync::Semaphore> {
+        Arc::clone(&self.in_flight)
     }
 
     /// Hands the group's leadership from this node (`me`, its leader) to
@@ -246,7 +286,7 @@ impl RaftGroup {
             m.state == openraft::ServerState::Leader && m.current_leader == Some(me)
         };
         {
-            let m = self.raft.metrics().borrow().clone();
+            let m = self.raft().metrics().borrow().clone();
             if !leads(&m) {
                 return Err(format!("node {me} does not lead group {}", self.group));
             }
@@ -280,8 +320,8 @@ impl RaftGroup {
             )
         })?
         .map_err(|_| format!("group {}'s proposer has stopped", self.group))?;
-        self.raft
-            .wait(Some(TRANSFER_CATCH_UP))
+        let raft = self.raft();
+        raft.wait(Some(TRANSFER_CATCH_UP))
             .metrics(
                 |m| {
                     let matched = m
@@ -295,7 +335,7 @@ impl RaftGroup {
             )
             .await
             .map_err(|e| format!("node {to} did not catch up: {e}"))?;
-        if !leads(&self.raft.metrics().borrow()) {
+        if !leads(&raft.metrics().borrow()) {
             return Err(format!(
                 "node {me} lost group {}'s leadership meanwhile",
                 self.group
@@ -310,17 +350,16 @@ impl RaftGroup {
         )
         .await
         .map_err(|e| format!("node {to} was not asked to campaign: {e}"))?;
-        self.raft
-            .wait(Some(TRANSFER_ELECTION))
+        raft.wait(Some(TRANSFER_ELECTION))
             .metrics(|m| m.current_leader == Some(to), "the new leader elected")
             .await
             .map_err(|e| format!("node {to} did not win: {e}"))?;
         Ok(started.elapsed())
     }
 
-    /// The group's Raft node.
-    pub(crate) fn raft(&self) -> &Raft<TypeConfig> {
-        &self.raft
+    /// The group's Raft node now.
+    pub(crate) fn raft(&self) -> Raft<TypeConfig> {
+        crate::sync::read(&self.current).raft.clone()
     }
 
     /// Proposes an entry another member forwarded to this node (the
@@ -348,17 +387,22 @@ impl RaftGroup {
     /// Whether the group's log waits for disk space (its filesystem is
     /// full): what it is given now only queues behind that write.
     pub(crate) fn waiting_for_space(&self) -> bool {
-        self.log.waiting_for_space()
+        self.log().waiting_for_space()
     }
 
     /// The group's log writer counters.
     pub(crate) fn log_stats(&self) -> LogStats {
-        self.log.stats()
+        self.log().stats()
     }
 
     /// The group's Raft figures on this node, for metrics.
     pub(crate) fn metrics(&self) -> RaftGroupMetrics {
-        let m = self.raft.metrics().borrow().clone();
+        let Current {
+            raft,
+            log,
+            snapshots,
+        } = self.current();
+        let m = raft.metrics().borrow().clone();
         let leader = m.state == openraft::ServerState::Leader && m.current_leader == Some(m.id);
         let last = m.last_log_index.unwrap_or(0);
         let follower_lag = m
@@ -377,19 +421,19 @@ impl RaftGroup {
             leader,
             term: m.current_term,
             applied_index: m.last_applied.map(|l| l.index),
-            committed_index: self.log.committed(),
+            committed_index: log.committed(),
             last_log_index: m.last_log_index,
             follower_lag,
-            snapshot: self.snapshot_stats(),
-            log: self.log.stats(),
-            fsyncs: self.log.fsync_histogram(),
+            snapshot: snapshots.map(|s| s.stats()),
+            log: log.stats(),
+            fsyncs: log.fsync_histogram(),
         }
     }
 
     /// The group as this node sees it: membership, leader, term, indexes
     /// and, on the leader, each member's matched index.
     pub(crate) fn view(&self) -> crate::cluster::GroupView {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.raft().metrics().borrow().clone();
         let membership = m.membership_config.membership();
         crate::cluster::GroupView {
             group: self.group,
@@ -399,6 +443,7 @@ impl RaftGroup {
             term: m.current_term,
             applied_index: m.last_applied.map(|l| l.index),
             last_log_index: m.last_log_index,
+            membership_index: m.membership_config.log_id().map(|l| l.index),
             matched: m
                 .replication
                 .as_ref()
@@ -414,7 +459,10 @@ impl RaftGroup {
 
     /// The group's snapshots, when its files are known.
     pub(crate) fn snapshot_stats(&self) -> Option<SnapshotStats> {
-        self.snapshots.as_ref().map(|s| s.stats())
+        crate::sync::read(&self.current)
+            .snapshots
+            .as_ref()
+            .map(|s| s.stats())
     }
 }
 
@@ -467,7 +515,7 @@ const TRANSFER_ELECTION: Duration = Duration::from_secs(2);
 
 /// Proposals of a group waiting for their commit at a time; the ones
 /// that arrive meanwhile wait and are then proposed together.
-const IN_FLIGHT: usize = 2;
+pub(crate) const IN_FLIGHT: usize = 2;
 /// How long a proposal waits for openraft's answer before it is answered
 /// `Unavailable` and gives its place back. openraft 0.9 never answers an
 /// entry that a deposed leader appended and then dropped by installing
@@ -717,7 +765,7 @@ impl GroupLog for RaftGroup {
     }
 
     fn status(&self) -> GroupStatus {
-        let metrics = self.raft.metrics().borrow().clone();
+        let metrics = self.raft().metrics().borrow().clone();
         GroupStatus {
             group: self.group,
             leader: metrics.current_leader,
@@ -727,7 +775,7 @@ impl GroupLog for RaftGroup {
     }
 
     fn leads(&self) -> bool {
-        let metrics = self.raft.metrics();
+        let metrics = self.raft().metrics();
         let m = metrics.borrow();
         // A leader first commits a blank entry of its own term: once an
         // entry of the current term is applied, so is every entry any
@@ -739,15 +787,22 @@ impl GroupLog for RaftGroup {
     }
 
     fn shutdown(&self) -> LogFuture<()> {
-        let raft = self.raft.clone();
-        let log = self.log.clone();
         // Taken once: a second shutdown does not count again.
         let lock = match self.dir_lock.lock() {
             Ok(mut guard) => guard.take(),
             Err(poisoned) => poisoned.into_inner().take(),
         };
-        let snapshots = self.snapshots.clone();
+        let stopping = Arc::clone(&self.stopping);
+        let current = Arc::clone(&self.current);
         Box::pin(async move {
+            // A group being forgotten stops once its new Raft node is in.
+            let mut stopped = stopping.lock().await;
+            *stopped = true;
+            let Current {
+                raft,
+                log,
+                snapshots,
+            } = crate::sync::read(&current).clone();
             let _ = raft.shutdown().await;
             // Everything queued is written before the files are reopened;
             // a snapshot task still running keeps nothing.

@@ -287,52 +287,34 @@ pub async fn start_durable(
             group,
             reason: e.to_string(),
         };
-        let dir = group_dir(&options.data_dir, group);
-        let (log, recovery) = LogStore::open(&dir.join("log"), options.fsync)?;
-        let log_handle = log.clone();
-        if recovery.truncated.is_some() || recovery.records > 0 {
-            tracing::info!(group, ?recovery, "log recovered");
-        }
-        let mut sm = GroupStateMachine::open(&dir, link.applier())
-            .await
-            .map_err(|reason| StartError::Snapshot { group, reason })?;
-        sm.share_space(log.space());
-        let snapshot_files = sm.files();
-        let raft = if let Some(cluster_links) = &cluster_links {
-            Raft::new(
-                options.node_id,
-                Arc::clone(&raft_config),
-                HttpNetwork {
-                    group,
-                    links: Arc::clone(cluster_links),
-                    client: client.clone(),
-                },
-                log,
-                sm,
-            )
-            .await
-        } else {
-            Raft::new(
-                options.node_id,
-                Arc::clone(&raft_config),
-                Unconnected,
-                log,
-                sm,
-            )
-            .await
-        }
-        .map_err(|e| raft_err(&e))?;
         let limit = options.snapshot_log_bytes.max(1);
-        // What the log keeps behind a snapshot, for followers a little
-        // behind; a single node has none.
-        let keep = if cluster { limit / 2 } else { 0 };
-        tokio::spawn(snapshot_by_bytes(
+        let opener = GroupOpener {
             group,
-            raft.clone(),
-            log_handle.clone(),
-            limit,
-            keep,
-        ));
+            dir: group_dir(&options.data_dir, group),
+            fsync: options.fsync,
+            node_id: options.node_id,
+            config: Arc::clone(&raft_config),
+            network: cluster_links.clone().map(|links| (links, client.clone())),
+            applier: link.applier(),
+            snapshot_limit: limit,
+            // What the log keeps behind a snapshot, for followers a
+            // little behind; a single node has none.
+            snapshot_keep: if cluster { limit / 2 } else { 0 },
+        };
+        let forgotten = crate::forget::settle(&opener.dir)?;
+        if forgotten && !cluster {
+            return Err(StartError::DataDir {
+                path: opener.dir.clone(),
+                reason: format!(
+                    "this node forgot group {group} as a member of a cluster (it holds none of it): start it as that cluster's member"
+                ),
+            });
+        }
+        let opened = opener.open().await?;
+        if opened.recovery.truncated.is_some() || opened.recovery.records > 0 {
+            tracing::info!(group, recovery = ?opened.recovery, "log recovered");
+        }
+        let raft = opened.raft.clone();
         let initialized = raft.is_initialized().await.map_err(|e| raft_err(&e))?;
         // A single node initializes itself; a cluster's group is
         // initialized once, by the lowest of its planned voters, with
@@ -361,7 +343,9 @@ pub async fn start_durable(
         } else {
             join_via.is_none()
         };
-        if !initialized && initializes {
+        // A group this node forgot is not started again here: its
+        // members hold it, and send it back should it come back.
+        if !initialized && initializes && !forgotten {
             let members: BTreeMap<NodeId, BasicNode> = if statics {
                 options
                     .peers
@@ -377,8 +361,7 @@ pub async fn start_durable(
         }
         let mut raft_group = RaftGroup::start(
             group,
-            raft.clone(),
-            log_handle,
+            opened.current(),
             cluster_links
                 .clone()
                 .map(|links| crate::proposer::Membership {
@@ -389,11 +372,16 @@ pub async fn start_durable(
                 }),
         );
         raft_group.dir_lock = std::sync::Mutex::new(Some(Arc::clone(&lock)));
-        raft_group.snapshots = Some(snapshot_files);
+        if cluster {
+            raft_group.reopen = Some(opener);
+            raft_group.set_forgotten(forgotten);
+        }
         let raft_group = Arc::new(raft_group);
         link.attach(Arc::clone(&raft_group) as Arc<dyn strand_engine::GroupLog>);
         groups.push(raft_group);
-        rafts.push((group, raft));
+        if !forgotten {
+            rafts.push((group, raft));
+        }
     }
     if options.peers.len() <= 1 && join_via.is_none() {
         for (group, raft) in rafts {
@@ -440,6 +428,102 @@ pub async fn start_durable(
         options.dead_node_timeout,
     );
     Ok(node)
+}
+
+/// How a group's Raft node is opened on its directory: at start, and
+/// again from nothing when the node forgets the group
+/// ([`crate::forget`]).
+#[derive(Clone)]
+pub(crate) struct GroupOpener {
+    pub(crate) group: usize,
+    /// The group's directory (its log in `log/`, its snapshots beside).
+    pub(crate) dir: PathBuf,
+    pub(crate) fsync: Fsync,
+    pub(crate) node_id: NodeId,
+    pub(crate) config: Arc<openraft::Config>,
+    /// How the node reaches its peers, when it has any.
+    pub(crate) network: Option<(Arc<ClusterLinks>, PeerClient)>,
+    /// The group's task in the engine.
+    pub(crate) applier: strand_engine::GroupApplier,
+    /// Log bytes after which a snapshot is asked for.
+    pub(crate) snapshot_limit: u64,
+    /// Log bytes a purge keeps behind a snapshot.
+    pub(crate) snapshot_keep: u64,
+}
+
+/// A group's Raft node as [`GroupOpener::open`] opened it.
+pub(crate) struct Opened {
+    pub(crate) raft: Raft<TypeConfig>,
+    pub(crate) log: LogStore,
+    pub(crate) snapshots: Arc<crate::snapshot_file::SnapshotDir>,
+    pub(crate) recovery: crate::log_store::Recovery,
+}
+
+impl Opened {
+    /// What the group's proposer runs on.
+    pub(crate) fn current(&self) -> crate::proposer::Current {
+        crate::proposer::Current {
+            raft: self.raft.clone(),
+            log: self.log.clone(),
+            snapshots: Some(Arc::clone(&self.snapshots)),
+        }
+    }
+}
+
+impl GroupOpener {
+    /// Opens the group's log and state machine (restoring the machine
+    /// from its snapshot; openraft replays the log after it) and starts
+    /// its Raft node and the task that snapshots it by log bytes.
+    pub(crate) async fn open(&self) -> Result<Opened, StartError> {
+        let group = self.group;
+        let raft_err = |e: &dyn std::fmt::Display| StartError::Raft {
+            group,
+            reason: e.to_string(),
+        };
+        let (log, recovery) = LogStore::open(&self.dir.join("log"), self.fsync)?;
+        let mut sm = GroupStateMachine::open(&self.dir, self.applier.clone())
+            .await
+            .map_err(|reason| StartError::Snapshot { group, reason })?;
+        sm.share_space(log.space());
+        let snapshots = sm.files();
+        let raft = if let Some((links, client)) = &self.network {
+            Raft::new(
+                self.node_id,
+                Arc::clone(&self.config),
+                HttpNetwork {
+                    group,
+                    links: Arc::clone(links),
+                    client: client.clone(),
+                },
+                log.clone(),
+                sm,
+            )
+            .await
+        } else {
+            Raft::new(
+                self.node_id,
+                Arc::clone(&self.config),
+                Unconnected,
+                log.clone(),
+                sm,
+            )
+            .await
+        }
+        .map_err(|e| raft_err(&e))?;
+        tokio::spawn(snapshot_by_bytes(
+            group,
+            raft.clone(),
+            log.clone(),
+            self.snapshot_limit,
+            self.snapshot_keep,
+        ));
+        Ok(Opened {
+            raft,
+            log,
+            snapshots,
+            recovery,
+        })
+    }
 }
 
 /// How long a snapshot this node asked for may take before it may ask

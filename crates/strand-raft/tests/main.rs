@@ -3,3 +3,4 @@
 
 mod durable;
 mod exact_snapshot;
+mod forget;

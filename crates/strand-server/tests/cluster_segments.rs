@@ -509,13 +509,37 @@ fn groups_kept(dir: &Path, id: u64) -> BTreeSet<String> {
         .collect()
 }
 
+/// Whether node `id` forgot group `g`: the marker is in the group's
+/// directory, which holds no snapshot and a log of its vote alone.
+fn forgot(dir: &Path, id: u64, g: usize) -> bool {
+    let group = dir.join(format!("node-{id}/group-{g}"));
+    let files = |d: &Path| -> Vec<std::fs::DirEntry> {
+        std::fs::read_dir(d)
+            .map(|r| r.flatten().collect())
+            .unwrap_or_default()
+    };
+    let log_bytes: u64 = files(&group.join("log"))
+        .iter()
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let snapshots = files(&group)
+        .iter()
+        .filter(|f| f.file_name().to_string_lossy().ends_with(".data"))
+        .count();
+    group.join("forgotten").exists() && snapshots == 0 && log_bytes < 1024
+}
+
 /// A node the placement moves off a group deletes its copy of the
-/// group's objects: three nodes (four groups, every node a voter of
-/// each) hold flushed streams; a fourth joins and takes three votes, so
-/// three groups each drop one of the first nodes. Once the grace has
-/// passed, every group's objects are kept by exactly its voters (the
-/// new node fetched its copies), and every node still serves every
-/// stream whole.
+/// group's objects and forgets the group: three nodes (four groups,
+/// every node a voter of each) hold flushed streams; a fourth joins and
+/// takes three votes, so three groups each drop one of the first nodes.
+/// Once the grace has passed, every group's objects are kept by exactly
+/// its voters (the new node fetched its copies), each dropped node's
+/// directory of the group holds nothing but its vote, and every node
+/// still serves every stream whole. Then the fourth node leaves: the
+/// groups come back to the nodes that forgot them, which serve them
+/// whole again from their own state once the fourth is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_moved_off_a_group_deletes_its_copy() {
     const GROUPS: usize = 4;
@@ -588,6 +612,25 @@ async fn a_node_moved_off_a_group_deletes_its_copy() {
         })
     })
     .await;
+    until("every dropped node forgot its groups", || async {
+        dropped.iter().all(|&(g, id)| forgot(dir, id, g))
+    })
+    .await;
+    for id in 1..=3u64 {
+        let count = dropped.iter().filter(|(_, n)| *n == id).count() as u64;
+        let r = request(
+            addrs[(id - 1) as usize],
+            "GET",
+            "/__strand/health",
+            &[],
+            b"",
+        )
+        .await
+        .unwrap();
+        let health: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let forgotten = health["balance"]["groups_forgotten"].as_u64().unwrap();
+        assert_eq!(forgotten, count, "node {id}: {health}");
+    }
     for at in &addrs {
         for (name, want) in names.iter().zip(&streams) {
             until(&format!("{name} whole on {at}"), || async {
@@ -596,5 +639,26 @@ async fn a_node_moved_off_a_group_deletes_its_copy() {
             .await;
         }
     }
-    eprintln!("groups dropped, (group, node): {dropped:?}; their copies deleted");
+    eprintln!(
+        "groups dropped, (group, node): {dropped:?}; their copies deleted, the groups forgotten"
+    );
+    // Node 4 leaves: its votes go back to the nodes that forgot the
+    // groups, which receive them whole (a snapshot, then the log).
+    crate::cluster::operate(process::admin_addr(addrs[0]), "/__strand/cluster/remove/4").await;
+    voters_everywhere(addrs[0]).await;
+    until("the returned groups' marks gone", || async {
+        dropped
+            .iter()
+            .all(|&(g, id)| !dir.join(format!("node-{id}/group-{g}/forgotten")).exists())
+    })
+    .await;
+    nodes.pop().unwrap().kill9();
+    for at in &addrs[..3] {
+        for (name, want) in names.iter().zip(&streams) {
+            until(&format!("{name} whole on {at} without node 4"), || async {
+                read_all(*at, name).await.as_ref() == Some(want)
+            })
+            .await;
+        }
+    }
 }

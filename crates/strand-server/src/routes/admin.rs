@@ -206,6 +206,7 @@ async fn cluster(state: &AppState) -> Response {
                     term: 0,
                     applied_index: None,
                     last_log_index: None,
+                    membership_index: None,
                     matched: std::collections::BTreeMap::new(),
                 })
                 .collect();
