@@ -357,6 +357,22 @@ async fn route_request(
             state.metrics.passed_on();
             return crate::proxy::forward(raft.node_id(), to, request, long_poll).await;
         }
+        // A read at an offset past this member's tail of the stream: the
+        // client saw the stream further on elsewhere (its own append
+        // through another member, a read there). This member follows the
+        // group and has not applied that far yet — a follower hears of a
+        // commit with the leader's next message — so the leader answers,
+        // and the client never reads behind what it saw.
+        if hops == 0
+            && request.method() == Method::GET
+            && let Route::Stream(named, layout) = &route
+            && let Some(to) = raft.leader_target(group)
+            && behind_offset(&state, group, named, *layout, request.uri().query()).await
+        {
+            let long_poll = state.config.long_poll_timeout();
+            state.metrics.passed_on();
+            return crate::proxy::forward(raft.node_id(), to, request, long_poll).await;
+        }
     }
     let result = match route {
         Route::Preflight => Ok(crate::cors::preflight()),
@@ -536,6 +552,35 @@ async fn bucket_route(
 /// An empty body, for handlers that ignore theirs.
 pub fn empty() -> Body {
     Body::empty()
+}
+
+/// Whether a read's explicit offset (`query`'s `offset`) is past this
+/// node's tail of the stream `named` in `group` (a missing stream, or
+/// no explicit offset: not behind).
+async fn behind_offset(
+    state: &AppState,
+    group: usize,
+    named: &Named,
+    layout: Layout,
+    query: Option<&str>,
+) -> bool {
+    let Ok(crate::query::ReadQuery {
+        offset: Some(text), ..
+    }) = crate::query::ReadQuery::parse(query)
+    else {
+        return false;
+    };
+    let Ok(strand_engine::ReadFrom::Offset(offset) | strand_engine::ReadFrom::Within(offset)) =
+        crate::live::read_from(Some(&text), layout)
+    else {
+        return false;
+    };
+    let id = named.id.clone();
+    let tail = state
+        .engine
+        .query_group(group, move |m| m.head(&id).map(|h| h.tail_offset))
+        .await;
+    matches!(tail, Ok(Some(tail)) if tail < offset)
 }
 
 #[cfg(test)]
