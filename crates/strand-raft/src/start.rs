@@ -385,6 +385,19 @@ pub async fn start_durable(
     }
     if options.peers.len() <= 1 && join_via.is_none() {
         for (group, raft) in rafts {
+            // A node that started its cluster alone leads the groups only
+            // it is a member of; others joined since may lead the rest
+            // (a restart of that first node must not wait for them).
+            let alone = raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .nodes()
+                .all(|(id, _)| *id == options.node_id);
+            if !alone {
+                continue;
+            }
             raft.wait(Some(options.leader_timeout))
                 .current_leader(options.node_id, "startup")
                 .await
