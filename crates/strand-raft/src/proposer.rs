@@ -175,9 +175,21 @@ impl RaftGroup {
                                         // members' views name one.
                                         let held = holding.holds(group, &local.metrics().borrow());
                                         let leader = if held {
-                                            f.leader_id.zip(f.leader_node).map(|(id, node)| {
-                                                (id, links.addr_of(id, &node.addr))
-                                            })
+                                            match f.leader_id.zip(f.leader_node) {
+                                                Some((id, node)) => {
+                                                    Some((id, links.addr_of(id, &node.addr)))
+                                                }
+                                                // An election under way (a
+                                                // hand-off, say): the one
+                                                // it makes, this node too
+                                                // (it then takes the entry
+                                                // as any forwarded one).
+                                                None => local_leader_after(&local, None).await.map(
+                                                    |(id, recorded)| {
+                                                        (id, links.addr_of(id, &recorded))
+                                                    },
+                                                ),
+                                            }
                                         } else {
                                             // Before a view names one: any
                                             // other member (one that does
@@ -191,7 +203,31 @@ impl RaftGroup {
                                                 .filter(|&id| id != me)
                                                 .find_map(|id| Some((id, links.get(id)?)))
                                         };
+                                        let me = local.metrics().borrow().id;
                                         match leader {
+                                            // This node won the election:
+                                            // the entry goes into its log
+                                            // now (it was not appended;
+                                            // this proposal keeps its
+                                            // place meanwhile).
+                                            Some((id, _)) if id == me => {
+                                                let written = tokio::time::timeout(
+                                                    ANSWER_TIMEOUT,
+                                                    local.client_write(entry),
+                                                )
+                                                .await;
+                                                match written {
+                                                    Ok(Ok(response)) => {
+                                                        answered.fetch_max(
+                                                            response.log_id.index,
+                                                            std::sync::atomic::Ordering::SeqCst,
+                                                        );
+                                                        Ok(response.data)
+                                                    }
+                                                    Ok(Err(_)) => Err(Unavailable::NoLeader.into()),
+                                                    Err(_) => Err(Unavailable::NoAnswer.into()),
+                                                }
+                                            }
                                             Some(to) => {
                                                 let how = Forward {
                                                     client: &client,
@@ -662,7 +698,7 @@ async fn forward_to(
                 let next = match (named, how.balance) {
                     (Some(named), _) => Some(named),
                     (None, Some(balance)) => seen_leader_after(balance, group, leader).await,
-                    (None, None) => local_leader_after(local, leader).await,
+                    (None, None) => local_leader_after(local, Some(leader)).await,
                 };
                 let Some((id, recorded)) = next else {
                     return Err(Unavailable::NoLeader.into());
@@ -714,16 +750,17 @@ const APPLY_WAIT: Duration = Duration::from_secs(10);
 /// How often that wait checks whether the node still holds the group.
 const APPLY_WAIT_SLICE: Duration = Duration::from_millis(100);
 
-/// The group's next leader after `leader` as this node's Raft learns of
-/// it (within 2 s), with the address its membership recorded.
+/// The group's next leader after `leader` (`None`: any leader) as this
+/// node's Raft learns of it (within 2 s), with the address its membership
+/// recorded.
 async fn local_leader_after(
     local: &Raft<TypeConfig>,
-    leader: crate::types::NodeId,
+    leader: Option<crate::types::NodeId>,
 ) -> Option<(crate::types::NodeId, String)> {
     let next = local
         .wait(Some(Duration::from_secs(2)))
         .metrics(
-            |m| m.current_leader.is_some_and(|l| l != leader),
+            |m| m.current_leader.is_some_and(|l| Some(l) != leader),
             "the group's next leader",
         )
         .await
