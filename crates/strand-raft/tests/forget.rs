@@ -11,6 +11,13 @@ use openraft::raft::{VoteRequest, VoteResponse};
 use strand_engine::{EngineConfig, ManualClock};
 use strand_raft::{DurableOptions, NodeId, RaftMessage, group_dir, start_durable};
 
+fn two_groups() -> EngineConfig {
+    EngineConfig {
+        groups: 2,
+        ..EngineConfig::default()
+    }
+}
+
 /// Asks node `node`'s group `group` for its vote as node 3 in term 7.
 async fn ask_vote(node: &strand_raft::RaftNode, group: usize) -> VoteResponse<NodeId> {
     let request = VoteRequest::new(Vote::new(7, 3), None);
@@ -39,11 +46,7 @@ async fn a_forgotten_group_refuses_its_vote_and_the_others_grant_it() {
         peers,
         ..DurableOptions::new(dir)
     };
-    let config = EngineConfig {
-        groups: 2,
-        ..EngineConfig::default()
-    };
-    let node = start_durable(config, Arc::new(ManualClock::new(1_000)), &options)
+    let node = start_durable(two_groups(), Arc::new(ManualClock::new(1_000)), &options)
         .await
         .unwrap();
     let refused = ask_vote(&node, 1).await;
@@ -62,12 +65,8 @@ async fn a_forgotten_group_is_refused_outside_a_cluster() {
     let dir = tmp.path();
     std::fs::create_dir_all(group_dir(dir, 1)).unwrap();
     std::fs::write(group_dir(dir, 1).join("forgotten"), b"").unwrap();
-    let config = EngineConfig {
-        groups: 2,
-        ..EngineConfig::default()
-    };
     let error = start_durable(
-        config,
+        two_groups(),
         Arc::new(ManualClock::new(1_000)),
         &DurableOptions::new(dir),
     )

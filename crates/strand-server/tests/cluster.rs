@@ -883,29 +883,7 @@ async fn a_client_reads_its_own_writes_through_any_member() {
                 for i in 0..25 {
                     let stream = format!("ryw-{c}-{i}");
                     let path = format!("/v1/stream/{stream}");
-                    eventually(
-                        &format!("{stream} created"),
-                        Duration::from_secs(60),
-                        || async {
-                            let r = request(
-                                via,
-                                "PUT",
-                                &path,
-                                &[("Content-Type", "text/plain".to_owned())],
-                                b"",
-                            )
-                            .await
-                            .ok()?;
-                            match r.status {
-                                201 => Some(()),
-                                503 => None,
-                                other => {
-                                    panic!("{stream}: {other} {}", String::from_utf8_lossy(&r.body))
-                                }
-                            }
-                        },
-                    )
-                    .await;
+                    create_text(via, &stream).await;
                     let mut want = Vec::new();
                     for seq in 0..4u64 {
                         let body = format!("{c}.{i}.{seq};");
@@ -940,6 +918,33 @@ async fn a_client_reads_its_own_writes_through_any_member() {
     }
 }
 
+/// Creates the text stream `/v1/stream/{stream}` through `via`, asking
+/// again while it answers 503 (a group without a leader for a moment).
+async fn create_text(via: SocketAddr, stream: &str) {
+    let path = format!("/v1/stream/{stream}");
+    eventually(
+        &format!("{stream} created"),
+        Duration::from_secs(60),
+        || async {
+            let r = request(
+                via,
+                "PUT",
+                &path,
+                &[("Content-Type", "text/plain".to_owned())],
+                b"",
+            )
+            .await
+            .ok()?;
+            match r.status {
+                201 => Some(()),
+                503 => None,
+                other => panic!("{stream}: {other} {}", String::from_utf8_lossy(&r.body)),
+            }
+        },
+    )
+    .await;
+}
+
 /// A client behind a load balancer writes through one member and reads
 /// on through another, from the next offset its append returned: the
 /// answer never names a next offset behind the one it asked from (which
@@ -956,23 +961,7 @@ async fn a_reader_through_another_member_never_goes_back() {
     for i in 0..12usize {
         let stream = format!("lb-{i}");
         let path = format!("/v1/stream/{stream}");
-        eventually(
-            &format!("{stream} created"),
-            Duration::from_secs(60),
-            || async {
-                let r = request(
-                    addrs[0],
-                    "PUT",
-                    &path,
-                    &[("Content-Type", "text/plain".to_owned())],
-                    b"",
-                )
-                .await
-                .ok()?;
-                (r.status == 201).then_some(())
-            },
-        )
-        .await;
+        create_text(addrs[0], &stream).await;
         for seq in 0..4u64 {
             let (writer, reader) = (
                 addrs[(i + seq as usize) % 3],
