@@ -851,6 +851,15 @@ impl RaftNode {
                         strand_engine::EngineError::Unavailable(
                             strand_engine::Unavailable::DiskFull,
                         ) => crate::proposer::DISK_FULL.to_owned(),
+                        // It lost the leadership before the entry went in:
+                        // the entry was not appended; the member goes to
+                        // the leader named.
+                        strand_engine::EngineError::Unavailable(
+                            strand_engine::Unavailable::NoLeader,
+                        ) => {
+                            let leader = raft.metrics().borrow().current_leader;
+                            crate::proposer::not_leader(self.node_id, group, leader)
+                        }
                         other => other.to_string(),
                     });
                 answer(&outcome)

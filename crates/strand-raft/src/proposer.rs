@@ -34,6 +34,10 @@ pub(crate) struct Membership {
     pub(crate) holding: Arc<Holding>,
 }
 
+/// A proposal waiting for the group's proposer: its entry, its answer,
+/// and whether another member forwarded it (this node leading).
+type Queued = (GroupEntry, ProposalDone, bool);
+
 /// A group's Raft node, as the engine's `GroupLog`: proposals go to
 /// openraft in the order they are made, outcomes come back from the state
 /// machine.
@@ -57,7 +61,7 @@ pub(crate) struct RaftGroup {
     /// entry — and a follower that waited only for that one would read
     /// without the write it just acknowledged.
     answered: Arc<std::sync::atomic::AtomicU64>,
-    proposals: mpsc::UnboundedSender<(GroupEntry, ProposalDone)>,
+    proposals: mpsc::UnboundedSender<Queued>,
     /// The data directory's lock, released when the last group stops.
     pub(crate) dir_lock: std::sync::Mutex<Option<Arc<DirLock>>>,
     /// How the group's Raft node is opened again from nothing, on a
@@ -104,7 +108,7 @@ impl RaftGroup {
     /// outcome once this node has applied it too (read-your-writes on the
     /// node a client talks to).
     pub(crate) fn start(group: usize, current: Current, cluster: Option<Membership>) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<(GroupEntry, ProposalDone)>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
         let current = Arc::new(std::sync::RwLock::new(current));
         let now = Arc::clone(&current);
         // At most IN_FLIGHT proposals wait for their commit at a time;
@@ -129,7 +133,7 @@ impl RaftGroup {
                     let now = crate::sync::read(&now);
                     (now.raft.clone(), now.log.clone())
                 };
-                let (entry, dones) = gather(first, &mut rx);
+                let (entry, mut dones, forwarded) = gather(first, &mut rx);
                 if disk.waiting_for_space() {
                     // The log would only queue it behind the write that
                     // waits: refuse it now (nothing was applied).
@@ -169,78 +173,75 @@ impl RaftGroup {
                                             holding,
                                         },
                                         entry,
-                                    )) => {
-                                        // A group this node does not hold
-                                        // has no leader it knows of: the
-                                        // members' views name one.
-                                        let held = holding.holds(group, &local.metrics().borrow());
-                                        let leader = if held {
-                                            match f.leader_id.zip(f.leader_node) {
-                                                Some((id, node)) => {
-                                                    Some((id, links.addr_of(id, &node.addr)))
-                                                }
-                                                // An election under way (a
-                                                // hand-off, say): the one
-                                                // it makes, this node too
-                                                // (it then takes the entry
-                                                // as any forwarded one).
-                                                None => local_leader_after(&local, None).await.map(
-                                                    |(id, recorded)| {
-                                                        (id, links.addr_of(id, &recorded))
-                                                    },
-                                                ),
-                                            }
-                                        } else {
-                                            // Before a view names one: any
-                                            // other member (one that does
-                                            // not lead says so, and the
-                                            // next view is awaited).
-                                            let me = local.metrics().borrow().id;
-                                            balance
-                                                .leader_seen(group)
-                                                .into_iter()
-                                                .chain(links.addrs().into_keys())
-                                                .filter(|&id| id != me)
-                                                .find_map(|id| Some((id, links.get(id)?)))
-                                        };
-                                        let me = local.metrics().borrow().id;
-                                        match leader {
-                                            // This node won the election:
-                                            // the entry goes into its log
-                                            // now (it was not appended;
-                                            // this proposal keeps its
-                                            // place meanwhile).
-                                            Some((id, _)) if id == me => {
-                                                let written = tokio::time::timeout(
-                                                    ANSWER_TIMEOUT,
-                                                    local.client_write(entry),
-                                                )
-                                                .await;
-                                                match written {
-                                                    Ok(Ok(response)) => {
-                                                        answered.fetch_max(
-                                                            response.log_id.index,
-                                                            std::sync::atomic::Ordering::SeqCst,
-                                                        );
-                                                        Ok(response.data)
+                                    )) => match keep_local(
+                                        entry,
+                                        std::mem::take(&mut dones),
+                                        &forwarded,
+                                    ) {
+                                        // Every proposal was another
+                                        // member's: answered already.
+                                        None => Err(Unavailable::NoLeader.into()),
+                                        Some((entry, kept)) => {
+                                            dones = kept;
+                                            // A group this node does not hold
+                                            // has no leader it knows of: the
+                                            // members' views name one.
+                                            let held =
+                                                holding.holds(group, &local.metrics().borrow());
+                                            let leader = if held {
+                                                match f.leader_id.zip(f.leader_node) {
+                                                    Some((id, node)) => {
+                                                        Some((id, links.addr_of(id, &node.addr)))
                                                     }
-                                                    Ok(Err(_)) => Err(Unavailable::NoLeader.into()),
-                                                    Err(_) => Err(Unavailable::NoAnswer.into()),
+                                                    // An election under way (a
+                                                    // hand-off, say): the one
+                                                    // it makes, this node too
+                                                    // (it then takes the entry
+                                                    // as any forwarded one).
+                                                    None => local_leader_after(&local, None)
+                                                        .await
+                                                        .map(|(id, recorded)| {
+                                                            (id, links.addr_of(id, &recorded))
+                                                        }),
                                                 }
+                                            } else {
+                                                // Before a view names one: any
+                                                // other member (one that does
+                                                // not lead says so, and the
+                                                // next view is awaited).
+                                                let me = local.metrics().borrow().id;
+                                                balance
+                                                    .leader_seen(group)
+                                                    .into_iter()
+                                                    .chain(links.addrs().into_keys())
+                                                    .filter(|&id| id != me)
+                                                    .find_map(|id| Some((id, links.get(id)?)))
+                                            };
+                                            let me = local.metrics().borrow().id;
+                                            match leader {
+                                                // This node won the election:
+                                                // the entry goes into its log
+                                                // now (it was not appended;
+                                                // this proposal keeps its
+                                                // place meanwhile).
+                                                Some((id, _)) if id == me => {
+                                                    write_here(&local, &answered, entry).await
+                                                }
+                                                Some(to) => {
+                                                    let how = Forward {
+                                                        client: &client,
+                                                        links: &links,
+                                                        balance: (!held).then_some(&*balance),
+                                                        holding: &holding,
+                                                        answered: &answered,
+                                                    };
+                                                    forward_to(&local, &how, to, group, &entry)
+                                                        .await
+                                                }
+                                                None => Err(Unavailable::NoLeader.into()),
                                             }
-                                            Some(to) => {
-                                                let how = Forward {
-                                                    client: &client,
-                                                    links: &links,
-                                                    balance: (!held).then_some(&*balance),
-                                                    holding: &holding,
-                                                    answered: &answered,
-                                                };
-                                                forward_to(&local, &how, to, group, &entry).await
-                                            }
-                                            None => Err(Unavailable::NoLeader.into()),
                                         }
-                                    }
+                                    },
                                     None => Err(Unavailable::NoLeader.into()),
                                 },
                                 Ok(Ok(Err(_))) => Err(Unavailable::LogFailed.into()),
@@ -275,6 +276,16 @@ impl RaftGroup {
             reopen: None,
             forgotten: std::sync::atomic::AtomicBool::new(false),
             stopping: Arc::new(tokio::sync::Mutex::new(false)),
+        }
+    }
+
+    /// Queues a proposal for the group's proposer (`forwarded`: another
+    /// member's, which this node takes as the group's leader).
+    fn queue(&self, entry: GroupEntry, done: ProposalDone, forwarded: bool) {
+        if let Err(mpsc::error::SendError((_, done, _))) =
+            self.proposals.send((entry, done, forwarded))
+        {
+            done(Err(EngineError::Shutdown));
         }
     }
 
@@ -408,11 +419,12 @@ impl RaftGroup {
         entry: GroupEntry,
     ) -> Result<(EntryOutcome, u64), EngineError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.propose(
+        self.queue(
             entry,
             Box::new(move |outcome| {
                 let _ = tx.send(outcome);
             }),
+            true,
         );
         let outcome = rx.await.map_err(|_| EngineError::Shutdown)??;
         // Recorded before the outcome was sent: at or past the entry's.
@@ -570,27 +582,83 @@ const MAX_BATCH_BYTES: usize = 1 << 20;
 /// entry itself when it is alone, else a [`GroupEntry::Batch`] of them in
 /// order; and their callbacks, in the same order.
 fn gather(
-    first: (GroupEntry, ProposalDone),
-    rx: &mut mpsc::UnboundedReceiver<(GroupEntry, ProposalDone)>,
-) -> (GroupEntry, Vec<ProposalDone>) {
-    let (entry, done) = first;
+    first: Queued,
+    rx: &mut mpsc::UnboundedReceiver<Queued>,
+) -> (GroupEntry, Vec<ProposalDone>, Vec<bool>) {
+    let (entry, done, forwarded) = first;
     let mut bytes = entry.payload_bytes();
     let mut entries = vec![entry];
     let mut dones = vec![done];
+    let mut from = vec![forwarded];
     while entries.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
-        let Ok((entry, done)) = rx.try_recv() else {
+        let Ok((entry, done, forwarded)) = rx.try_recv() else {
             break;
         };
         bytes = bytes.saturating_add(entry.payload_bytes());
         entries.push(entry);
         dones.push(done);
+        from.push(forwarded);
     }
-    let entry = if entries.len() == 1 {
+    (one_entry(entries), dones, from)
+}
+
+/// The entry proposing `entries` together: the one itself, or a batch.
+fn one_entry(mut entries: Vec<GroupEntry>) -> GroupEntry {
+    if entries.len() == 1 {
         entries.pop().unwrap_or(GroupEntry::Batch(Vec::new()))
     } else {
         GroupEntry::Batch(entries)
+    }
+}
+
+/// Of an entry gathered from proposals that this node turned out not to
+/// lead, keeps its own proposals (their entry and answers) for the
+/// leader, and answers those other members forwarded ([`Unavailable::NoLeader`],
+/// which the member hears as "not the leader", naming the one this node
+/// knows): a forwarded entry is never forwarded a second time. (The
+/// member may be the new leader itself, its own proposals' places all
+/// taken by forwards waiting for this node: it writes the entry itself.)
+/// `None` when no proposal was this node's.
+fn keep_local(
+    entry: GroupEntry,
+    dones: Vec<ProposalDone>,
+    forwarded: &[bool],
+) -> Option<(GroupEntry, Vec<ProposalDone>)> {
+    if !forwarded.contains(&true) {
+        return Some((entry, dones));
+    }
+    let items = match entry {
+        GroupEntry::Batch(items) if dones.len() > 1 => items,
+        one => vec![one],
     };
-    (entry, dones)
+    let mut kept = (Vec::new(), Vec::new());
+    for ((item, done), &other) in items.into_iter().zip(dones).zip(forwarded) {
+        if other {
+            done(Err(Unavailable::NoLeader.into()));
+        } else {
+            kept.0.push(item);
+            kept.1.push(done);
+        }
+    }
+    (!kept.1.is_empty()).then(|| (one_entry(kept.0), kept.1))
+}
+
+/// Writes `entry` into this node's own log, for a proposal that was on
+/// its way to the leader when this node became it (the proposal's place
+/// is held meanwhile, as for any entry in this node's log); its outcome.
+async fn write_here(
+    local: &Raft<TypeConfig>,
+    answered: &std::sync::atomic::AtomicU64,
+    entry: GroupEntry,
+) -> Result<EntryOutcome, EngineError> {
+    match tokio::time::timeout(ANSWER_TIMEOUT, local.client_write(entry)).await {
+        Ok(Ok(response)) => {
+            answered.fetch_max(response.log_id.index, std::sync::atomic::Ordering::SeqCst);
+            Ok(response.data)
+        }
+        Ok(Err(_)) => Err(Unavailable::NoLeader.into()),
+        Err(_) => Err(Unavailable::NoAnswer.into()),
+    }
 }
 
 /// Answers the proposals of one entry: each its own outcome of a batch's,
@@ -703,6 +771,12 @@ async fn forward_to(
                 let Some((id, recorded)) = next else {
                     return Err(Unavailable::NoLeader.into());
                 };
+                if id == local.metrics().borrow().id {
+                    // This node leads now: the entry goes into its own
+                    // log (posting it to itself would wait for a place
+                    // its own forwards may all hold).
+                    return write_here(local, how.answered, entry.clone()).await;
+                }
                 leader = id;
                 addr = links.addr_of(id, &recorded);
             }
@@ -796,9 +870,7 @@ async fn seen_leader_after(
 
 impl GroupLog for RaftGroup {
     fn propose(&self, entry: GroupEntry, done: ProposalDone) {
-        if let Err(mpsc::error::SendError((_, done))) = self.proposals.send((entry, done)) {
-            done(Err(EngineError::Shutdown));
-        }
+        self.queue(entry, done, false);
     }
 
     fn status(&self) -> GroupStatus {
@@ -858,8 +930,55 @@ impl GroupLog for RaftGroup {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
-    use super::{NOT_LEADER, leader_named, not_leader};
+    use super::{NOT_LEADER, keep_local, leader_named, not_leader};
+    use std::sync::{Arc, Mutex};
+    use strand_engine::{EngineError, GroupEntry, ProposalDone, Unavailable};
+
+    fn entry(n: u64) -> GroupEntry {
+        GroupEntry::Delete {
+            stream_id: strand::BucketStreamId::new("b", format!("s{n}")),
+            now_ms: n,
+        }
+    }
+
+    /// A proposal's answer, recorded under its number.
+    fn done(n: u64, answers: &Arc<Mutex<Vec<(u64, bool)>>>) -> ProposalDone {
+        let answers = Arc::clone(answers);
+        Box::new(move |outcome| {
+            let refused = matches!(
+                outcome,
+                Err(EngineError::Unavailable(Unavailable::NoLeader))
+            );
+            answers.lock().unwrap().push((n, refused));
+        })
+    }
+
+    #[test]
+    fn forwarded_proposals_are_answered_and_only_this_nodes_kept() {
+        let answers = Arc::new(Mutex::new(Vec::new()));
+        let batch = GroupEntry::Batch((0..4).map(entry).collect());
+        let dones = (0..4).map(|n| done(n, &answers)).collect();
+        let (kept, kept_dones) = keep_local(batch, dones, &[false, true, false, true]).unwrap();
+        assert_eq!(kept, GroupEntry::Batch(vec![entry(0), entry(2)]));
+        assert_eq!(kept_dones.len(), 2);
+        assert_eq!(*answers.lock().unwrap(), [(1, true), (3, true)]);
+        // One of this node's own left: the entry itself, no batch.
+        let batch = GroupEntry::Batch((0..2).map(entry).collect());
+        let dones = (0..2).map(|n| done(n, &answers)).collect();
+        let (kept, _) = keep_local(batch, dones, &[true, false]).unwrap();
+        assert_eq!(kept, entry(1));
+        // Only forwarded ones: nothing left, every one answered.
+        answers.lock().unwrap().clear();
+        let forwarded = GroupEntry::Batch((0..2).map(entry).collect());
+        assert!(keep_local(forwarded.clone(), vec![done(7, &answers)], &[true]).is_none());
+        assert_eq!(*answers.lock().unwrap(), [(7, true)]);
+        // None forwarded: as it was (a lone batch is not split).
+        let (kept, dones) =
+            keep_local(forwarded.clone(), vec![done(8, &answers)], &[false]).unwrap();
+        assert_eq!((kept, dones.len()), (forwarded, 1));
+    }
 
     #[test]
     fn a_refusal_names_the_leader_its_node_knows() {
