@@ -18,6 +18,12 @@ fn two_groups() -> EngineConfig {
     }
 }
 
+/// Leaves the marker a forget leaves in group `group`'s directory.
+fn mark_forgotten(dir: &std::path::Path, group: usize) {
+    std::fs::create_dir_all(group_dir(dir, group)).unwrap();
+    std::fs::write(group_dir(dir, group).join("forgotten"), b"").unwrap();
+}
+
 /// Asks node `node`'s group `group` for its vote as node 3 in term 7.
 async fn ask_vote(node: &strand_raft::RaftNode, group: usize) -> VoteResponse<NodeId> {
     let request = VoteRequest::new(Vote::new(7, 3), None);
@@ -34,8 +40,7 @@ async fn a_forgotten_group_refuses_its_vote_and_the_others_grant_it() {
     let dir = tmp.path();
     // Group 1 was forgotten before this start (the marker a forget
     // leaves); group 0 was not.
-    std::fs::create_dir_all(group_dir(dir, 1)).unwrap();
-    std::fs::write(group_dir(dir, 1).join("forgotten"), b"").unwrap();
+    mark_forgotten(dir, 1);
     // Three members on loopback ports nothing listens on: node 1 would
     // initialize the groups, so node 2's are empty.
     let peers = (1..=3u64)
@@ -63,8 +68,7 @@ async fn a_forgotten_group_refuses_its_vote_and_the_others_grant_it() {
 async fn a_forgotten_group_is_refused_outside_a_cluster() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    std::fs::create_dir_all(group_dir(dir, 1)).unwrap();
-    std::fs::write(group_dir(dir, 1).join("forgotten"), b"").unwrap();
+    mark_forgotten(dir, 1);
     let error = start_durable(
         two_groups(),
         Arc::new(ManualClock::new(1_000)),
