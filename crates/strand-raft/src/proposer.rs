@@ -196,8 +196,7 @@ impl RaftGroup {
                                                     // An election under way (a
                                                     // hand-off, say): the one
                                                     // it makes, this node too
-                                                    // (it then takes the entry
-                                                    // as any forwarded one).
+                                                    // (below).
                                                     None => local_leader_after(&local, None)
                                                         .await
                                                         .map(|(id, recorded)| {
