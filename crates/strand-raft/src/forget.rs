@@ -36,6 +36,7 @@ use crate::error::StartError;
 use crate::log_store::{Fsync, LogStore};
 use crate::proposer::{Current, IN_FLIGHT, RaftGroup};
 use crate::segment::LogError;
+use crate::snapshot_file::{io_at as at, sync_dir};
 use crate::types::NodeId;
 
 /// The marker in a group's directory that this node forgot the group
@@ -103,10 +104,6 @@ pub(crate) fn settle(dir: &Path) -> Result<bool, StartError> {
 /// and a log holding only `vote`; its path.
 async fn write_fresh(dir: &Path, vote: Option<openraft::Vote<NodeId>>) -> Result<PathBuf, String> {
     let fresh = sibling(dir, ".new");
-    let at = |path: &Path| {
-        let path = path.display().to_string();
-        move |e: std::io::Error| format!("{path}: {e}")
-    };
     remove_all(&fresh).map_err(at(&fresh))?;
     std::fs::create_dir_all(&fresh).map_err(at(&fresh))?;
     let marker = fresh.join(FORGOTTEN_FILE);
@@ -123,9 +120,7 @@ async fn write_fresh(dir: &Path, vote: Option<openraft::Vote<NodeId>>) -> Result
             .map_err(|e| e.to_string())?;
         saved?;
     }
-    std::fs::File::open(&fresh)
-        .and_then(|d| d.sync_all())
-        .map_err(at(&fresh))?;
+    sync_dir(&fresh)?;
     Ok(fresh)
 }
 
@@ -133,10 +128,6 @@ async fn write_fresh(dir: &Path, vote: Option<openraft::Vote<NodeId>>) -> Result
 /// one.
 fn swap_in(dir: &Path, fresh: &Path) -> Result<(), String> {
     let old = sibling(dir, ".old");
-    let at = |path: &Path| {
-        let path = path.display().to_string();
-        move |e: std::io::Error| format!("{path}: {e}")
-    };
     remove_all(&old).map_err(at(&old))?;
     std::fs::rename(dir, &old).map_err(at(dir))?;
     std::fs::rename(fresh, dir).map_err(at(dir))?;

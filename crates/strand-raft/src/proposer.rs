@@ -155,92 +155,26 @@ impl RaftGroup {
                                     );
                                     Err(Unavailable::NoAnswer.into())
                                 }
-                                Ok(Ok(Ok(response))) => {
-                                    answered.fetch_max(
-                                        response.log_id.index,
-                                        std::sync::atomic::Ordering::SeqCst,
-                                    );
-                                    Ok(response.data)
-                                }
+                                Ok(Ok(Ok(response))) => Ok(answer_with(&answered, response)),
                                 Ok(Ok(Err(
                                     openraft::error::ClientWriteError::ForwardToLeader(f),
                                 ))) => match copy {
-                                    Some((
-                                        Membership {
-                                            links,
-                                            client,
-                                            balance,
-                                            holding,
-                                        },
-                                        entry,
-                                    )) => match keep_local(
-                                        entry,
-                                        std::mem::take(&mut dones),
-                                        &forwarded,
-                                    ) {
-                                        // Every proposal was another
-                                        // member's: answered already.
-                                        None => Err(Unavailable::NoLeader.into()),
-                                        Some((entry, kept)) => {
-                                            dones = kept;
-                                            // A group this node does not hold
-                                            // has no leader it knows of: the
-                                            // members' views name one.
-                                            let held =
-                                                holding.holds(group, &local.metrics().borrow());
-                                            let leader = if held {
-                                                match f.leader_id.zip(f.leader_node) {
-                                                    Some((id, node)) => {
-                                                        Some((id, links.addr_of(id, &node.addr)))
-                                                    }
-                                                    // An election under way (a
-                                                    // hand-off, say): the one
-                                                    // it makes, this node too
-                                                    // (below).
-                                                    None => local_leader_after(&local, None)
-                                                        .await
-                                                        .map(|(id, recorded)| {
-                                                            (id, links.addr_of(id, &recorded))
-                                                        }),
-                                                }
-                                            } else {
-                                                // Before a view names one: any
-                                                // other member (one that does
-                                                // not lead says so, and the
-                                                // next view is awaited).
-                                                let me = local.metrics().borrow().id;
-                                                balance
-                                                    .leader_seen(group)
-                                                    .into_iter()
-                                                    .chain(links.addrs().into_keys())
-                                                    .filter(|&id| id != me)
-                                                    .find_map(|id| Some((id, links.get(id)?)))
-                                            };
-                                            let me = local.metrics().borrow().id;
-                                            match leader {
-                                                // This node won the election:
-                                                // the entry goes into its log
-                                                // now (it was not appended;
-                                                // this proposal keeps its
-                                                // place meanwhile).
-                                                Some((id, _)) if id == me => {
-                                                    write_here(&local, &answered, entry).await
-                                                }
-                                                Some(to) => {
-                                                    let how = Forward {
-                                                        client: &client,
-                                                        links: &links,
-                                                        balance: (!held).then_some(&*balance),
-                                                        holding: &holding,
-                                                        answered: &answered,
-                                                    };
-                                                    forward_to(&local, &how, to, group, &entry)
-                                                        .await
-                                                }
-                                                None => Err(Unavailable::NoLeader.into()),
+                                    Some((membership, entry)) => {
+                                        match keep_local(
+                                            entry,
+                                            std::mem::take(&mut dones),
+                                            &forwarded,
+                                        ) {
+                                            // Every proposal was another
+                                            // member's: answered already.
+                                            None => Err(Unavailable::NoLeader.into()),
+                                            Some((entry, kept)) => {
+                                                dones = kept;
+                                                let to = (&membership, group, &*answered);
+                                                pass_on(&local, to, f, &entry).await
                                             }
                                         }
-                                    },
+                                    }
                                     None => Err(Unavailable::NoLeader.into()),
                                 },
                                 Ok(Ok(Err(_))) => Err(Unavailable::LogFailed.into()),
@@ -610,6 +544,60 @@ fn one_entry(mut entries: Vec<GroupEntry>) -> GroupEntry {
     }
 }
 
+/// Takes this node's own proposals (`entry`) to group `group`'s leader
+/// once openraft said this node does not lead (`refusal`): the leader it
+/// named; a group this node does not hold has none it knows of, so the
+/// members' views name one (before a view does: any other member, one
+/// that does not lead says so, and the next view is awaited); an
+/// election under way (a hand-off, say) is waited for. A leader that is
+/// this node writes the entry into its own log.
+async fn pass_on(
+    local: &Raft<TypeConfig>,
+    (membership, group, answered): (&Membership, usize, &std::sync::atomic::AtomicU64),
+    refusal: openraft::error::ForwardToLeader<crate::types::NodeId, openraft::BasicNode>,
+    entry: &GroupEntry,
+) -> Result<EntryOutcome, EngineError> {
+    let Membership {
+        links,
+        client,
+        balance,
+        holding,
+    } = membership;
+    let me = local.metrics().borrow().id;
+    let held = holding.holds(group, &local.metrics().borrow());
+    let leader = if held {
+        match refusal.leader_id.zip(refusal.leader_node) {
+            Some((id, node)) => Some((id, links.addr_of(id, &node.addr))),
+            None => local_leader_after(local, None)
+                .await
+                .map(|(id, recorded)| (id, links.addr_of(id, &recorded))),
+        }
+    } else {
+        balance
+            .leader_seen(group)
+            .into_iter()
+            .chain(links.addrs().into_keys())
+            .filter(|&id| id != me)
+            .find_map(|id| Some((id, links.get(id)?)))
+    };
+    match leader {
+        // This node won the election: the entry was not appended; this
+        // proposal keeps its place meanwhile.
+        Some((id, _)) if id == me => write_here(local, answered, entry.clone()).await,
+        Some(to) => {
+            let how = Forward {
+                client,
+                links,
+                balance: (!held).then_some(&**balance),
+                holding,
+                answered,
+            };
+            forward_to(local, &how, to, group, entry).await
+        }
+        None => Err(Unavailable::NoLeader.into()),
+    }
+}
+
 /// Of an entry gathered from proposals that this node turned out not to
 /// lead, keeps its own proposals (their entry and answers) for the
 /// leader, and answers those other members forwarded ([`Unavailable::NoLeader`],
@@ -642,6 +630,16 @@ fn keep_local(
     (!kept.1.is_empty()).then(|| (one_entry(kept.0), kept.1))
 }
 
+/// The outcome of an entry this node appended, its log index recorded
+/// first ([`RaftGroup::answered`]).
+fn answer_with(
+    answered: &std::sync::atomic::AtomicU64,
+    response: openraft::raft::ClientWriteResponse<TypeConfig>,
+) -> EntryOutcome {
+    answered.fetch_max(response.log_id.index, std::sync::atomic::Ordering::SeqCst);
+    response.data
+}
+
 /// Writes `entry` into this node's own log, for a proposal that was on
 /// its way to the leader when this node became it (the proposal's place
 /// is held meanwhile, as for any entry in this node's log); its outcome.
@@ -651,10 +649,7 @@ async fn write_here(
     entry: GroupEntry,
 ) -> Result<EntryOutcome, EngineError> {
     match tokio::time::timeout(ANSWER_TIMEOUT, local.client_write(entry)).await {
-        Ok(Ok(response)) => {
-            answered.fetch_max(response.log_id.index, std::sync::atomic::Ordering::SeqCst);
-            Ok(response.data)
-        }
+        Ok(Ok(response)) => Ok(answer_with(answered, response)),
         Ok(Err(_)) => Err(Unavailable::NoLeader.into()),
         Err(_) => Err(Unavailable::NoAnswer.into()),
     }

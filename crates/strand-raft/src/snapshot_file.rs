@@ -185,11 +185,13 @@ fn seq_of(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-fn io_at(path: &Path) -> impl Fn(std::io::Error) -> String + '_ {
+/// An I/O error as text naming `path`.
+pub(crate) fn io_at(path: &Path) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{}: {e}", path.display())
 }
 
-fn sync_dir(dir: &Path) -> Result<(), String> {
+/// Makes directory `dir`'s entries durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), String> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_at(dir))
