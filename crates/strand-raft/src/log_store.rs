@@ -42,7 +42,9 @@ use crate::space::SpaceWait;
 use crate::stats::{FSYNC_BUCKETS_US, FsyncHistogram, LogStats};
 use crate::sync::lock;
 
-use crate::segment::{HEADER_LEN, LogError, Tail, check_record, encode_record, scan};
+use crate::segment::{
+    HEADER_LEN, LogError, Tail, check_record, encode_record, encode_record_with, scan,
+};
 use crate::types::{NodeId, TypeConfig};
 
 /// When the log store calls fsync.
@@ -387,7 +389,13 @@ struct Shared {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     counters: Arc<Counters>,
     space: Arc<SpaceWait>,
+    /// The capacity a batch of entry records starts with: a little more
+    /// than the last batch took (at most [`JOB_HINT_MAX`]).
+    job_hint: std::sync::atomic::AtomicUsize,
 }
+
+/// The most a batch of entry records reserves ahead of its records.
+const JOB_HINT_MAX: usize = 1 << 20;
 
 impl Shared {
     /// Reads entries back from their segments, in order. An entry purged
@@ -684,6 +692,7 @@ impl LogStore {
             writer: Mutex::new(None),
             counters: Arc::clone(&counters),
             space: Arc::clone(&space),
+            job_hint: std::sync::atomic::AtomicUsize::new(0),
         });
         let (tx, rx) = std_mpsc::channel();
         let writer = Writer {
@@ -910,16 +919,19 @@ impl LogStore {
     where
         I: IntoIterator<Item = Entry<TypeConfig>>,
     {
-        let mut bytes = Vec::new();
+        // About as large as the last batch: the records are serialized
+        // straight into it, with few reallocations on the way.
+        let mut bytes = Vec::with_capacity(self.shared.job_hint.load(Ordering::Relaxed));
         let mut located = Vec::new();
         let mut max_index = None;
         let (mut count, mut proposals) = (0u64, 0u64);
         {
             let mut mem = self.mem();
             for entry in entries {
-                let body = encode(&entry)?;
                 let at = bytes.len();
-                encode_record(KIND_ENTRY, &body, &mut bytes);
+                encode_record_with(KIND_ENTRY, &mut bytes, |out| {
+                    rmp_serde::encode::write_named(out, &entry)
+                })?;
                 let log_id = *entry.get_log_id();
                 max_index = Some(log_id.index);
                 count += 1;
@@ -928,6 +940,13 @@ impl LogStore {
                 located.push((log_id, at as u64));
             }
         }
+        self.shared.job_hint.store(
+            bytes
+                .len()
+                .saturating_add(bytes.len() / 4)
+                .min(JOB_HINT_MAX),
+            Ordering::Relaxed,
+        );
         let job = Job {
             bytes,
             kind: KIND_ENTRY,

@@ -75,6 +75,45 @@ pub(crate) fn encode_record(kind: u8, body: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(body);
 }
 
+/// Appends one record whose body `write` serializes straight into `out`
+/// (no body buffer of its own, no second copy): the same bytes as
+/// [`encode_record`] with the body `write` produces. On an error `out` is
+/// left as it was.
+///
+/// # Errors
+/// What `write` answered, or a body longer than a record can hold.
+pub(crate) fn encode_record_with<E: std::fmt::Display>(
+    kind: u8,
+    out: &mut Vec<u8>,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), String> {
+    let at = out.len();
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    out.push(kind);
+    if let Err(e) = write(out) {
+        out.truncate(at);
+        return Err(e.to_string());
+    }
+    let payload_len = out.len() - at - HEADER_LEN;
+    let Ok(len32) = u32::try_from(payload_len) else {
+        out.truncate(at);
+        return Err(format!(
+            "a log record of {payload_len} bytes is longer than a record can hold"
+        ));
+    };
+    let mut digest = crc64fast::Digest::new();
+    digest.write(out.get(at + HEADER_LEN..).unwrap_or_default());
+    let crc = digest.sum64();
+    let mut header = [0u8; HEADER_LEN];
+    header[..4].copy_from_slice(&len32.to_le_bytes());
+    header[4..8].copy_from_slice(&(!len32).to_le_bytes());
+    header[8..].copy_from_slice(&crc.to_le_bytes());
+    if let Some(slot) = out.get_mut(at..at + HEADER_LEN) {
+        slot.copy_from_slice(&header);
+    }
+    Ok(())
+}
+
 /// Checks one whole record read back from a segment (`bytes` is exactly
 /// the record: header and payload) and returns its kind and body.
 ///
@@ -277,6 +316,27 @@ mod tests {
         let mut bytes = three();
         bytes[HEADER_LEN + 6 + 1] ^= 0xff;
         assert!(scan(Path::new("s"), &bytes, true).is_err());
+    }
+
+    #[test]
+    fn a_record_written_in_place_is_the_same_bytes() {
+        let mut whole = b"before".to_vec();
+        let mut in_place = whole.clone();
+        encode_record(9, b"a body of some bytes", &mut whole);
+        encode_record_with(9, &mut in_place, |out| {
+            out.extend_from_slice(b"a body of some bytes");
+            Ok::<(), String>(())
+        })
+        .unwrap();
+        assert_eq!(whole, in_place);
+        // A failed body leaves the buffer as it was.
+        let before = in_place.clone();
+        let failed = encode_record_with(9, &mut in_place, |out| {
+            out.extend_from_slice(b"half");
+            Err("no")
+        });
+        assert_eq!(failed, Err("no".to_owned()));
+        assert_eq!(in_place, before);
     }
 
     #[test]

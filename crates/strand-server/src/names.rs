@@ -23,6 +23,7 @@
 //! `a%2Fb` and `a/b` are different streams. It is also the name
 //! authorization grants match by prefix.
 
+use std::borrow::Cow;
 use strand::BucketStreamId;
 
 use crate::errors::ApiError;
@@ -63,7 +64,7 @@ pub(crate) fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
     if raw.is_empty() {
         return Err(ApiError::not_found("no stream named"));
     }
-    let mut segments = Vec::new();
+    let mut segments: Vec<Cow<'_, str>> = Vec::new();
     let mut canonical = String::with_capacity(raw.len());
     for part in raw.split('/') {
         if part.is_empty() {
@@ -71,9 +72,14 @@ pub(crate) fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
                 "a stream name may not hold an empty path segment (a leading, trailing or doubled '/')",
             ));
         }
-        let decoded = percent_decode(part).ok_or_else(|| {
-            ApiError::bad_request("the stream name is not valid percent-encoded UTF-8")
-        })?;
+        // Most names hold no escape: their segments are borrowed as they are.
+        let decoded = if part.contains('%') {
+            Cow::Owned(percent_decode(part).ok_or_else(|| {
+                ApiError::bad_request("the stream name is not valid percent-encoded UTF-8")
+            })?)
+        } else {
+            Cow::Borrowed(part)
+        };
         if decoded == "." || decoded == ".." || decoded.contains('\0') {
             return Err(ApiError::bad_request(
                 "stream name segments may not be '.' or '..' or hold NUL",
@@ -82,12 +88,16 @@ pub(crate) fn mount_stream(bucket: &str, raw: &str) -> Result<Named, ApiError> {
         if !canonical.is_empty() {
             canonical.push('/');
         }
-        for c in decoded.chars() {
-            match c {
-                '%' => canonical.push_str("%25"),
-                '/' => canonical.push_str("%2F"),
-                c => canonical.push(c),
+        if decoded.contains(['%', '/']) {
+            for c in decoded.chars() {
+                match c {
+                    '%' => canonical.push_str("%25"),
+                    '/' => canonical.push_str("%2F"),
+                    c => canonical.push(c),
+                }
             }
+        } else {
+            canonical.push_str(&decoded);
         }
         if canonical.len() > MAX_NAME_BYTES {
             return Err(ApiError::bad_request(format!(
@@ -144,11 +154,11 @@ pub(crate) fn percent_decode(text: &str) -> Option<String> {
 }
 
 /// The direct id of one or two segments, when they make a valid one.
-fn direct(bucket: &str, segments: &[String]) -> Option<BucketStreamId> {
+fn direct(bucket: &str, segments: &[Cow<'_, str>]) -> Option<BucketStreamId> {
     let id = match segments {
-        [stream] => BucketStreamId::new(bucket, stream.as_str()),
+        [stream] => BucketStreamId::new(bucket, stream.as_ref()),
         [affinity, stream] => {
-            BucketStreamId::with_affinity(bucket, affinity.as_str(), stream.as_str())
+            BucketStreamId::with_affinity(bucket, affinity.as_ref(), stream.as_ref())
         }
         _ => return None,
     };
