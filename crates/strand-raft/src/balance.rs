@@ -251,6 +251,11 @@ impl Balancer {
             .iter()
             .map(|g| g.raft().metrics().borrow().clone())
             .collect();
+        // A leader's own lease on its groups is renewed each round, even
+        // while no request asks (`Holding::led`).
+        for (group, m) in metrics.iter().enumerate() {
+            self.holding.led(group, m);
+        }
         let leaders: Vec<Option<NodeId>> = metrics.iter().map(|m| m.current_leader).collect();
         // Since when each group has had the leader it has now (as far as
         // this node saw).
@@ -372,6 +377,10 @@ impl Balancer {
             from: Some(me),
             to: Some(to),
         }));
+        // It holds the group for a lease from here on, through the
+        // election it starts.
+        self.holding
+            .led(group, &groups[group].raft().metrics().borrow());
         let result = groups[group]
             .transfer_leader(
                 me,

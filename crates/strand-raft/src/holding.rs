@@ -90,13 +90,29 @@ impl Holding {
         if !member || !applied || released {
             return false;
         }
+        if self.led(group, metrics) {
+            return true;
+        }
+        self.heard.get(group).is_some_and(|at| {
+            let at = at.load(Ordering::Relaxed);
+            at > 0 && self.now_ms().saturating_sub(at - 1) <= lease_ms()
+        })
+    }
+
+    /// Whether this node leads `group` now (its metrics are `metrics`).
+    /// A leader counts as having heard from the group's leader: when it
+    /// steps down (a hand-off, an election), it goes on holding the group
+    /// for a lease from its last moment as leader, as a follower does
+    /// from the last heartbeat, instead of sending every read elsewhere
+    /// while the new leader is not elected yet (they would find no
+    /// member that answers: 503).
+    pub(crate) fn led(&self, group: usize, metrics: &Metrics) -> bool {
         let leads = metrics.state == openraft::ServerState::Leader
             && metrics.current_leader == Some(self.me);
+        if leads {
+            self.heard(group);
+        }
         leads
-            || self.heard.get(group).is_some_and(|at| {
-                let at = at.load(Ordering::Relaxed);
-                at > 0 && self.now_ms().saturating_sub(at - 1) <= lease_ms()
-            })
     }
 }
 
@@ -112,4 +128,53 @@ fn membership_index(metrics: &Metrics) -> u64 {
         .log_id()
         .as_ref()
         .map_or(0, |l| l.index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    /// Node `me`'s metrics of a group whose voters are 1, 2 and 3, the
+    /// membership applied, led by `leader`.
+    fn metrics(me: NodeId, leader: Option<NodeId>) -> Metrics {
+        let mut m = Metrics::new_initial(me);
+        let at = openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), 1);
+        let voters: BTreeSet<NodeId> = [1, 2, 3].into();
+        m.membership_config = Arc::new(openraft::StoredMembership::new(
+            Some(at),
+            openraft::Membership::new(vec![voters], None),
+        ));
+        m.last_applied = Some(openraft::LogId::new(
+            openraft::CommittedLeaderId::new(1, 1),
+            5,
+        ));
+        m.current_leader = leader;
+        if leader == Some(me) {
+            m.state = openraft::ServerState::Leader;
+        }
+        m
+    }
+
+    #[test]
+    fn a_leader_that_steps_down_holds_the_group_for_a_lease() {
+        let holding = Holding::new(1, 2, true);
+        assert!(holding.holds(0, &metrics(1, Some(1))), "it leads");
+        // Deposed, the new leader not elected yet: it heard from no other
+        // leader, but its own leadership counts as the last word.
+        assert!(holding.holds(0, &metrics(1, None)));
+        // A group it never led and whose leader it never heard: not held.
+        assert!(!holding.holds(1, &metrics(1, None)));
+        holding.heard(1);
+        assert!(holding.holds(1, &metrics(1, Some(2))));
+    }
+
+    #[test]
+    fn a_node_outside_the_membership_never_holds() {
+        let holding = Holding::new(4, 1, true);
+        holding.heard(0);
+        assert!(!holding.holds(0, &metrics(4, Some(1))));
+        assert!(Holding::new(4, 1, false).holds(0, &metrics(4, None)));
+    }
 }
