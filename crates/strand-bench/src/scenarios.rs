@@ -583,6 +583,10 @@ async fn subscribe(
     Ok((lat, seen.len() as u64))
 }
 
+/// How often one append of `catchup`'s fill answered 503 or 507 with
+/// Retry-After is tried again (the backoff of [`retry_backoff`]).
+const FILL_RETRIES: u32 = 20;
+
 async fn catchup(
     addr: SocketAddr,
     pid: &[u32],
@@ -610,16 +614,32 @@ async fn catchup(
                     return Ok::<(), String>(());
                 }
                 let path = &shared[i / messages];
-                let r = conn
-                    .send(
-                        Method::POST,
-                        path,
-                        &[("content-type", "application/octet-stream")],
-                        message.clone(),
-                    )
-                    .await?;
-                if !r.status.is_success() {
-                    return Err(format!("fill {path}: {}", r.status));
+                // A server whose flushes lag behind its hot budget answers
+                // 503 (or 507) with Retry-After: the fill waits and tries
+                // again, as `resident` does; the fill is not timed.
+                let mut attempt = 0u32;
+                loop {
+                    let r = conn
+                        .send(
+                            Method::POST,
+                            path,
+                            &[("content-type", "application/octet-stream")],
+                            message.clone(),
+                        )
+                        .await?;
+                    if r.status.is_success() {
+                        break;
+                    }
+                    let busy = r.retry_after
+                        && matches!(
+                            r.status,
+                            StatusCode::SERVICE_UNAVAILABLE | StatusCode::INSUFFICIENT_STORAGE
+                        );
+                    if !busy || attempt >= FILL_RETRIES {
+                        return Err(format!("fill {path}: {}", r.status));
+                    }
+                    attempt += 1;
+                    tokio::time::sleep(retry_backoff(attempt)).await;
                 }
             }
         }));
