@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 use crate::Scenario;
-use crate::client::Conn;
+use crate::client::{Conn, Reply};
 use crate::stats::{Latencies, Resident, cpu_seconds, rss_bytes};
 
 /// Hard cap on requests any one scenario sends, whatever its duration.
@@ -630,12 +630,7 @@ async fn catchup(
                     if r.status.is_success() {
                         break;
                     }
-                    let busy = r.retry_after
-                        && matches!(
-                            r.status,
-                            StatusCode::SERVICE_UNAVAILABLE | StatusCode::INSUFFICIENT_STORAGE
-                        );
-                    if !busy || attempt >= FILL_RETRIES {
+                    if !busy(&r) || attempt >= FILL_RETRIES {
                         return Err(format!("fill {path}: {}", r.status));
                     }
                     attempt += 1;
@@ -843,13 +838,7 @@ async fn append_retrying(conn: &mut Conn, path: &str, shared: &Appending) -> boo
             .await;
         let busy = match &reply {
             Ok(r) if r.status.is_success() => return true,
-            Ok(r) => {
-                r.retry_after
-                    && matches!(
-                        r.status,
-                        StatusCode::SERVICE_UNAVAILABLE | StatusCode::INSUFFICIENT_STORAGE
-                    )
-            }
+            Ok(r) => busy(r),
             Err(_) => false,
         };
         if !busy || attempt >= shared.max_retries || shared.stopped() {
@@ -859,6 +848,16 @@ async fn append_retrying(conn: &mut Conn, path: &str, shared: &Appending) -> boo
         t.retries.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(retry_backoff(attempt)).await;
     }
+}
+
+/// Whether an answer says the server is busy for now — 503 or 507 with
+/// Retry-After — so the request may be tried again.
+fn busy(r: &Reply) -> bool {
+    r.retry_after
+        && matches!(
+            r.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::INSUFFICIENT_STORAGE
+        )
 }
 
 /// The pause before retry number `attempt` (from 1): 10 ms, doubling,

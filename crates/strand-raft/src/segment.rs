@@ -68,11 +68,19 @@ pub(crate) fn encode_record(kind: u8, body: &[u8], out: &mut Vec<u8>) {
     digest.write(&[kind]);
     digest.write(body);
     out.reserve(HEADER_LEN + len);
-    out.extend_from_slice(&len32.to_le_bytes());
-    out.extend_from_slice(&(!len32).to_le_bytes());
-    out.extend_from_slice(&digest.sum64().to_le_bytes());
+    out.extend_from_slice(&header(len32, digest.sum64()));
     out.push(kind);
     out.extend_from_slice(body);
+}
+
+/// A record's header: its payload's length, that length's complement and
+/// the payload's checksum.
+fn header(len32: u32, crc: u64) -> [u8; HEADER_LEN] {
+    let mut header = [0u8; HEADER_LEN];
+    header[..4].copy_from_slice(&len32.to_le_bytes());
+    header[4..8].copy_from_slice(&(!len32).to_le_bytes());
+    header[8..].copy_from_slice(&crc.to_le_bytes());
+    header
 }
 
 /// Appends one record whose body `write` serializes straight into `out`
@@ -103,13 +111,8 @@ pub(crate) fn encode_record_with<E: std::fmt::Display>(
     };
     let mut digest = crc64fast::Digest::new();
     digest.write(out.get(at + HEADER_LEN..).unwrap_or_default());
-    let crc = digest.sum64();
-    let mut header = [0u8; HEADER_LEN];
-    header[..4].copy_from_slice(&len32.to_le_bytes());
-    header[4..8].copy_from_slice(&(!len32).to_le_bytes());
-    header[8..].copy_from_slice(&crc.to_le_bytes());
     if let Some(slot) = out.get_mut(at..at + HEADER_LEN) {
-        slot.copy_from_slice(&header);
+        slot.copy_from_slice(&header(len32, digest.sum64()));
     }
     Ok(())
 }
