@@ -631,7 +631,7 @@ async fn service(requests: Vec<Parsed>) {
         Arc::new(clock.clone()),
     );
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let state = AppState {
+    let state = AppState::new(strand_server::state::Shared {
         raft: None,
         metrics: std::sync::Arc::new(strand_server::metrics::Metrics::new()),
         config: Arc::clone(&config),
@@ -648,7 +648,6 @@ async fn service(requests: Vec<Parsed>) {
             config.max_live_readers_per_token,
         )),
         cold: None,
-        plane: strand_server::state::Plane::Client,
         disk: None,
         subs: strand_server::subs::Subscriptions::new(
             engine.clone(),
@@ -656,7 +655,7 @@ async fn service(requests: Vec<Parsed>) {
             config.webhook_policy(),
         ),
         client_url: None,
-    };
+    });
     let mut boundaries = Boundaries::default();
     let setup = SETUP_REQUESTS.with(Vec::clone);
     for request in setup {

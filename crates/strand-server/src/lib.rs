@@ -110,6 +110,7 @@ pub fn app(
         verifier,
         cold,
         cluster_token,
+        None,
     ))
 }
 
@@ -121,6 +122,7 @@ fn app_state(
     verifier: Option<auth::Verifier>,
     cold: Option<strand_cold::ColdTier>,
     cluster_token: Option<String>,
+    client_url: Option<String>,
 ) -> AppState {
     let origins = cors::Origins::for_config(&config.cors_origin, config.listen.ip().is_loopback());
     // The engine reads below its hot buffers through the cold tier: a
@@ -149,7 +151,7 @@ fn app_state(
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         runtime.spawn(Arc::clone(&subs).run(shutdown.clone()));
     }
-    AppState {
+    AppState::new(state::Shared {
         engine,
         raft,
         metrics: Arc::new(metrics::Metrics::new()),
@@ -173,9 +175,8 @@ fn app_state(
             }),
         config,
         cold,
-        plane: state::Plane::Client,
-        client_url: None,
-    }
+        client_url: client_url.map(Arc::from),
+    })
 }
 
 /// The engine configuration a server configuration asks for.
@@ -383,15 +384,15 @@ pub async fn serve_with_cold(
         }
         (None, Err(_)) => None,
     };
-    let mut state = app_state(
+    let state = app_state(
         Arc::new(config),
         node,
         stop_rx,
         verifier,
         cold,
         cluster_token,
+        client_url,
     );
-    state.client_url = client_url.map(Arc::from);
     let acceptor = Acceptor {
         connections: Arc::new(tokio::sync::Semaphore::new(
             state.config.max_connections.max(1),
@@ -401,8 +402,7 @@ pub async fn serve_with_cold(
         tls,
         timeouts: state.config.timeouts(),
     };
-    let mut admin_state = state.clone();
-    admin_state.plane = state::Plane::Admin;
+    let admin_state = state.on(state::Plane::Admin);
     let mut signal = std::pin::pin!(signal);
     {
         let client = acceptor.accept_loop(listeners.client, state);

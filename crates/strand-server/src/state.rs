@@ -11,10 +11,47 @@ use crate::config::Config;
 use crate::cors::Origins;
 use crate::limits::Limits;
 
-/// The server's shared state: configuration, the engine, and the signal
-/// that ends live reads at shutdown.
+/// What every request is served with: the node's [`Shared`] state and the
+/// listener the request came in on. A clone is one reference count: a
+/// connection clones it per request, and each handler's future holds it
+/// (the futures hyper moves per request stay small).
 #[derive(Clone)]
 pub struct AppState {
+    shared: Arc<Shared>,
+    /// Which listener the request came in on.
+    pub plane: Plane,
+}
+
+impl AppState {
+    /// The state of the client listener.
+    pub fn new(shared: Shared) -> Self {
+        Self {
+            shared: Arc::new(shared),
+            plane: Plane::Client,
+        }
+    }
+
+    /// The same state for requests that come in on `plane`.
+    #[must_use]
+    pub fn on(&self, plane: Plane) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            plane,
+        }
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+/// The server's shared state: configuration, the engine, and the signal
+/// that ends live reads at shutdown.
+pub struct Shared {
     /// The configuration.
     pub config: Arc<Config>,
     /// The node's groups.
@@ -35,8 +72,6 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// The cold tier (`--cold-dir`, `--cold-url`), if configured.
     pub cold: Option<strand_cold::ColdTier>,
-    /// Which listener the request came in on.
-    pub plane: Plane,
     /// The data directory's free-space reserve; `None` in memory.
     pub disk: Option<Arc<strand_cold::DiskSpace>>,
     /// The server's own counters (`GET /metrics`).
@@ -59,7 +94,7 @@ pub enum Plane {
     Admin,
 }
 
-impl AppState {
+impl Shared {
     /// Lets a write of `bytes` hot bytes into the group of `id` in under
     /// `--max-hot-bytes` and `--max-group-hot-bytes`, or refuses it with
     /// 503 and `Retry-After: 1` while flushing catches up (413 when it

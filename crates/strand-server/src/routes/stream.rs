@@ -35,14 +35,14 @@ pub(super) async fn handle(
     body: Body,
 ) -> ApiResult {
     match method {
-        Method::PUT => create(&state, &target, &headers, body).await,
+        Method::PUT => Box::pin(create(&state, &target, &headers, body)).await,
         Method::POST => append(&state, &target, &headers, body).await,
         Method::GET => {
             let query = ReadQuery::parse(query.as_deref())?;
-            read(&state, &target, &headers, query).await
+            Box::pin(read(&state, &target, &headers, query)).await
         }
-        Method::HEAD => head(&state, &target).await,
-        Method::DELETE => delete(&state, &target).await,
+        Method::HEAD => Box::pin(head(&state, &target)).await,
+        Method::DELETE => Box::pin(delete(&state, &target)).await,
         _ => Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             format!("method {method} is not allowed on a stream"),
