@@ -12,7 +12,8 @@ set -u
 A=$1; B=$2; MODE=${3:-durable}
 BENCH=${BENCH:-target/release/strand-bench}
 D=$(mktemp -d /tmp/paired.XXXX)
-BASE=$((20000 + RANDOM % 20000))
+# Below the ephemeral range (32768 on), where a client's port may sit.
+BASE=$((20000 + RANDOM % 12000))
 args() {
   if [ "$MODE" = durable ]; then echo "--data-dir $D/$1"; else echo "--memory"; fi
 }
@@ -30,6 +31,7 @@ $BENCH --url http://127.0.0.1:$((BASE+2)) --server-pid $PB writes --seconds "${S
 XB=$!
 wait $XA $XB
 for x in a b; do
+  grep -q RESULT $D/$x.out || { echo "$x: no result"; tail -5 $D/$x.out $D/$x.log; continue; }
   grep RESULT $D/$x.out | sed 's/^RESULT //' | python3 -c "
 import json, sys
 r = json.load(sys.stdin)

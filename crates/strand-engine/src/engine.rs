@@ -13,7 +13,8 @@ use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
 use crate::error::{EngineError, FanOutError, Unavailable};
-use crate::group::{Answer, Op, ReadReply};
+use crate::group::{Answer, Op, ReadReply, Reply};
+use crate::log::GroupEntry;
 use crate::log::{GroupLog, GroupStatus};
 use crate::ops::{
     HeadOutcome, ReadFrom, ReadOutcome, TransactionOutcome, WriteOutcome, WriteRequest,
@@ -284,8 +285,16 @@ impl Engine {
             Err(mpsc::error::TrySendError::Full(_)) => return Err(EngineError::Busy),
             Err(mpsc::error::TrySendError::Closed(_)) => return Err(EngineError::Shutdown),
         }
+        self.answered(rx).await
+    }
+
+    /// The answer a group or its log sends on `rx`.
+    async fn answered<R>(
+        &self,
+        rx: oneshot::Receiver<Result<R, EngineError>>,
+    ) -> Result<R, EngineError> {
         // A failed proposal answers why; a reply dropped unanswered while
-        // the engine runs means the group's task is gone.
+        // the engine runs means the group's task (or its log) is gone.
         rx.await.unwrap_or_else(|_| {
             Err(if *self.inner.shutdown.borrow() {
                 EngineError::Shutdown
@@ -388,11 +397,25 @@ impl Engine {
     }
 
     /// An append, append-and-close or close, timed by the edge clock.
+    ///
+    /// A replicated group's write goes straight to its log, from the
+    /// caller's task: the group's task would only pass it on (its entry
+    /// is checked as it applies), and skipping it saves a hop per append.
+    /// Writes keep one order per group, the log's.
     pub async fn write(&self, request: WriteRequest) -> Result<WriteOutcome, EngineError> {
         let now_ms = self.now_ms();
         let group = self.group_for(&request.stream_id);
+        let request = Box::new(request);
+        if let Some(log) = self.inner.logs.get(group).and_then(|l| l.get()) {
+            let (tx, rx) = oneshot::channel();
+            log.propose(
+                GroupEntry::Write { request, now_ms },
+                Box::new(move |outcome| Reply::Write(tx).send(outcome)),
+            );
+            return self.answered(rx).await;
+        }
         self.call(group, |reply| Op::Write {
-            request: Box::new(request),
+            request,
             now_ms,
             reply,
         })

@@ -123,7 +123,7 @@ pub(crate) enum ReadReply {
 type AfterAccess = Box<dyn FnOnce(Result<(&StreamStateMachine, bool), EngineError>) + Send>;
 
 /// Where a proposed entry's outcome goes.
-enum Reply {
+pub(crate) enum Reply {
     Response(Answer<StreamResponse>),
     Many(Answer<Vec<StreamResponse>>),
     Write(Answer<WriteOutcome>),
@@ -136,7 +136,7 @@ impl Reply {
     /// Sends an outcome, or the error the log failed the entry with (a
     /// mismatched outcome, which a correct log never produces, is answered
     /// as a failed log).
-    fn send(self, outcome: Result<EntryOutcome, EngineError>) {
+    pub(crate) fn send(self, outcome: Result<EntryOutcome, EngineError>) {
         let mismatch = |other: &EntryOutcome| {
             tracing::error!(
                 ?other,
@@ -659,19 +659,23 @@ impl GroupCore {
                     producer_position: None,
                 };
             }
-            content_type = Some(meta.content_type.clone());
+            if *given != meta.content_type {
+                content_type = Some(meta.content_type.clone());
+            }
         }
+        // The id is needed after the command only to look the producer up.
         let producer_id = producer.as_ref().map(|p| p.producer_id.clone());
+        let after = producer_id.as_ref().map(|_| stream_id.clone());
         let command = if close && payload.is_empty() {
             StreamCommand::Close {
-                stream_id: stream_id.clone(),
+                stream_id,
                 stream_seq,
                 producer,
                 now_ms,
             }
         } else {
             StreamCommand::Append {
-                stream_id: stream_id.clone(),
+                stream_id,
                 content_type,
                 payload,
                 close_after: close,
@@ -682,9 +686,9 @@ impl GroupCore {
             }
         };
         let response = self.commit(command);
-        let producer_position = producer_id
-            .as_deref()
-            .and_then(|p| self.machine.producer_position(&stream_id, p));
+        let producer_position = after
+            .zip(producer_id)
+            .and_then(|(id, p)| self.machine.producer_position(&id, &p));
         WriteOutcome {
             response,
             producer_position,
