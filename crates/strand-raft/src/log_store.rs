@@ -392,7 +392,17 @@ struct Shared {
     /// The capacity a batch of entry records starts with: a little more
     /// than the last batch took (at most [`JOB_HINT_MAX`]).
     job_hint: std::sync::atomic::AtomicUsize,
+    /// The committed log id saved and not written yet ([`Pending`]).
+    committed: Pending,
 }
+
+/// The newest committed log id openraft saved, which the writer thread
+/// writes with its next batch that holds (or follows) the entry it names:
+/// saving it sends no job and wakes no thread. A committed id that lags
+/// after a crash only means fewer entries are applied before the leader
+/// commits again; one naming an entry the log does not hold would stop
+/// the group's start, so it is never written ahead of its entry.
+type Pending = Arc<Mutex<Option<Option<LogId<NodeId>>>>>;
 
 /// The most a batch of entry records reserves ahead of its records.
 const JOB_HINT_MAX: usize = 1 << 20;
@@ -693,11 +703,13 @@ impl LogStore {
             counters: Arc::clone(&counters),
             space: Arc::clone(&space),
             job_hint: std::sync::atomic::AtomicUsize::new(0),
+            committed: Pending::default(),
         });
         let (tx, rx) = std_mpsc::channel();
         let writer = Writer {
             dir: dir.to_path_buf(),
             fsync,
+            committed: Arc::clone(&shared.committed),
             file,
             seq,
             len: current_len,
@@ -1106,6 +1118,8 @@ struct Writer {
     mem: Arc<Mutex<Mem>>,
     /// The readers' handles, closed when their segment is deleted.
     files: Arc<SegmentFiles>,
+    /// The committed log id to write with a batch.
+    committed: Pending,
 }
 
 impl Writer {
@@ -1134,6 +1148,42 @@ impl Writer {
                 tracing::error!(dir = %self.dir.display(), error = %e, "cannot start a new log segment");
             }
         }
+        // Closing: the last committed id goes to disk with what was queued.
+        if let Some(record) = self.committed_record(&[]) {
+            let written = self
+                .write_waiting_for_space(&record)
+                .and_then(|()| self.file.sync_data().map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot write the committed log id");
+            }
+        }
+    }
+
+    /// The record of the pending committed log id, taken, when the log
+    /// holds its entry: written before (located in the index), purged, or
+    /// among `placed` (this batch's entries, which go first).
+    fn committed_record(&mut self, placed: &[(LogId<NodeId>, u64)]) -> Option<Vec<u8>> {
+        let mut pending = lock(&self.committed);
+        let committed = (*pending)?;
+        if let Some(id) = committed {
+            let held = placed.iter().any(|(p, _)| *p == id) || {
+                let mem = lock(&self.mem);
+                id.index < mem.first
+                    || mem
+                        .slot(id.index)
+                        .is_some_and(|s| s.log_id == id && s.seg != 0)
+            };
+            if !held {
+                return None;
+            }
+        }
+        *pending = None;
+        drop(pending);
+        let body = encode(&committed).ok()?;
+        let mut record = Vec::new();
+        encode_record(KIND_COMMITTED, &body, &mut record);
+        self.header[1] = Some(record.clone());
+        Some(record)
     }
 
     fn write_batch(&mut self, batch: &mut [Job]) -> Result<(), String> {
@@ -1168,6 +1218,9 @@ impl Writer {
             if job.purge_upto.is_some() {
                 purge = job.purge_upto;
             }
+        }
+        if let Some(record) = self.committed_record(&placed) {
+            buf.extend_from_slice(&record);
         }
         self.write_waiting_for_space(&buf)?;
         self.len += buf.len() as u64;
@@ -1337,10 +1390,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         &mut self,
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError<NodeId>> {
-        // Not waited for: a committed id that lags after a crash only means
-        // fewer entries are re-applied before the leader commits again.
-        let job = single(KIND_COMMITTED, &encode(&committed).map_err(io_err)?, false);
-        self.send(job).map_err(io_err)?;
+        // Written with the writer's next batch ([`Pending`]): not waited
+        // for, and no job of its own.
+        *lock(&self.shared.committed) = Some(committed);
         self.mem().committed = committed;
         Ok(())
     }
@@ -1571,6 +1623,38 @@ mod disk {
             "{}",
             std::mem::size_of::<Slot>()
         );
+    }
+
+    #[tokio::test]
+    async fn a_committed_id_is_written_with_or_after_its_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = LogStore::open_sized(dir.path(), Fsync::Always, small(1 << 20)).unwrap();
+        append(&log, entries(0..3, 1, 16)).await;
+        // Entry 2 is written: the id goes with the next batch, or at close.
+        let two = Some(entry(2, 1, 16).log_id);
+        log.save_committed(two).await.unwrap();
+        assert_eq!(log.read_committed().await.unwrap(), two);
+        // Entry 4 is not in the log yet: its id waits for it.
+        let four = Some(entry(4, 1, 16).log_id);
+        log.save_committed(four).await.unwrap();
+        append(&log, entries(3..4, 1, 16)).await;
+        log.close();
+        let (mut log, _) = LogStore::open_sized(dir.path(), Fsync::Always, small(1 << 20)).unwrap();
+        assert_eq!(log.read_committed().await.unwrap(), None);
+        // The next batch after the entry carries it; so does closing.
+        log.save_committed(two).await.unwrap();
+        append(&log, entries(4..5, 1, 16)).await;
+        log.save_committed(four).await.unwrap();
+        append(&log, entries(5..6, 1, 16)).await;
+        log.close();
+        let (mut log, _) = LogStore::open_sized(dir.path(), Fsync::Always, small(1 << 20)).unwrap();
+        assert_eq!(log.read_committed().await.unwrap(), four);
+        let five = Some(entry(5, 1, 16).log_id);
+        log.save_committed(five).await.unwrap();
+        log.close();
+        let (mut log, _) = LogStore::open_sized(dir.path(), Fsync::Always, small(1 << 20)).unwrap();
+        assert_eq!(log.read_committed().await.unwrap(), five);
+        log.close();
     }
 
     #[tokio::test]
