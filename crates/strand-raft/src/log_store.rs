@@ -394,6 +394,8 @@ struct Shared {
     job_hint: std::sync::atomic::AtomicUsize,
     /// The committed log id saved and not written yet ([`Pending`]).
     committed: Pending,
+    /// Whether this node alone reads the log ([`LogStore::read_alone`]).
+    alone: std::sync::atomic::AtomicBool,
 }
 
 /// The newest committed log id openraft saved, which the writer thread
@@ -704,6 +706,7 @@ impl LogStore {
             space: Arc::clone(&space),
             job_hint: std::sync::atomic::AtomicUsize::new(0),
             committed: Pending::default(),
+            alone: std::sync::atomic::AtomicBool::new(false),
         });
         let (tx, rx) = std_mpsc::channel();
         let writer = Writer {
@@ -834,6 +837,15 @@ impl LogStore {
         Arc::clone(&self.shared.space)
     }
 
+    /// Tells the store that no other member reads its entries (a single
+    /// node's group): then applying takes written entries out of the
+    /// cache instead of copying them (openraft applies them once, through
+    /// `try_get_log_entries`), and any later read of them reads their
+    /// segment. A cluster's group keeps them cached for its followers.
+    pub(crate) fn read_alone(&self) {
+        self.shared.alone.store(true, Ordering::Relaxed);
+    }
+
     /// Stops the writer thread once it has written what is queued, and
     /// waits for it (blocking). Later writes fail, and a write waiting
     /// for disk space fails instead of waiting on.
@@ -851,15 +863,19 @@ impl LogStore {
     /// bytes of records of them (and at least one): the cached ones from
     /// the cache, the others read back from their segments on a blocking
     /// thread.
+    ///
+    /// With `take`, written entries at the front of the cache are moved
+    /// out of it, not copied ([`LogStore::read_alone`]).
     async fn read<RB: RangeBounds<u64>>(
         &self,
         range: RB,
         limit: u64,
+        take: bool,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
         let mut on_disk = Vec::new();
         let mut cached = Vec::new();
         {
-            let mem = self.mem();
+            let mut mem = self.mem();
             let start = match range.start_bound() {
                 Bound::Included(s) => *s,
                 Bound::Excluded(s) => s.saturating_add(1),
@@ -874,13 +890,24 @@ impl LogStore {
             .min(mem.next());
             let mut bytes = 0u64;
             for index in start..end {
-                let Some(slot) = mem.slot(index) else { break };
+                let Some(slot) = mem.slot(index).copied() else {
+                    break;
+                };
                 let len = u64::from(slot.len);
                 if bytes > 0 && bytes.saturating_add(len) > limit {
                     break;
                 }
                 bytes += len;
-                if index >= mem.cache_first {
+                if take && index == mem.cache_first && slot.seg != 0 {
+                    match mem.cache.pop_front() {
+                        Some((entry, len)) => {
+                            mem.cache_bytes -= len;
+                            mem.cache_first += 1;
+                            cached.push(entry);
+                        }
+                        None => break,
+                    }
+                } else if index >= mem.cache_first {
                     let at = (index - mem.cache_first) as usize;
                     match mem.cache.get(at) {
                         Some((entry, _)) => cached.push(entry.clone()),
@@ -1348,7 +1375,8 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
-        self.read(range, u64::MAX).await
+        let alone = self.shared.alone.load(Ordering::Relaxed);
+        self.read(range, u64::MAX, alone).await
     }
 
     async fn limited_get_log_entries(
@@ -1356,7 +1384,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         start: u64,
         end: u64,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
-        self.read(start..end, READ_BYTES).await
+        self.read(start..end, READ_BYTES, false).await
     }
 }
 
@@ -1623,6 +1651,35 @@ mod disk {
             "{}",
             std::mem::size_of::<Slot>()
         );
+    }
+
+    #[tokio::test]
+    async fn a_log_read_alone_gives_written_entries_up_from_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = LogStore::open_sized(dir.path(), Fsync::Never, small(1 << 20)).unwrap();
+        let want = entries(0..10, 1, KIB);
+        append(&log, want[..6].to_vec()).await;
+        let mut reader = log.clone();
+        // Shared with followers: reads copy.
+        assert_same(&reader.try_get_log_entries(0..4).await.unwrap(), &want[..4]);
+        assert_eq!(log.cached_entries(), 6);
+        log.read_alone();
+        // Alone: what apply reads leaves the cache; a limited read (a
+        // follower's) still copies.
+        assert_same(
+            &reader.limited_get_log_entries(0, 2).await.unwrap(),
+            &want[..2],
+        );
+        assert_eq!(log.cached_entries(), 6);
+        assert_same(&reader.try_get_log_entries(0..4).await.unwrap(), &want[..4]);
+        assert_eq!(log.cached_entries(), 2);
+        // Read again, from the segment, byte-exact; then the rest, across.
+        assert_same(&reader.try_get_log_entries(0..6).await.unwrap(), &want[..6]);
+        assert_eq!(log.cached_entries(), 0);
+        append(&log, want[6..].to_vec()).await;
+        assert_same(&reader.try_get_log_entries(..).await.unwrap(), &want);
+        assert_eq!(log.cached_entries(), 0);
+        log.close();
     }
 
     #[tokio::test]

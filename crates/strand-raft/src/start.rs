@@ -494,6 +494,9 @@ impl GroupOpener {
             reason: e.to_string(),
         };
         let (log, recovery) = LogStore::open(&self.dir.join("log"), self.fsync)?;
+        if self.network.is_none() {
+            log.read_alone();
+        }
         let mut sm = GroupStateMachine::open(&self.dir, self.applier.clone())
             .await
             .map_err(|reason| StartError::Snapshot { group, reason })?;
