@@ -338,15 +338,7 @@ async fn route_request(
             if hops == 0
                 && let Some(to) = raft.forward_target(group)
             {
-                let long_poll = state.config.long_poll_timeout();
-                state.metrics.passed_on();
-                return Box::pin(crate::proxy::forward(
-                    raft.node_id(),
-                    to,
-                    request,
-                    long_poll,
-                ))
-                .await;
+                return pass_on(&state, raft.node_id(), to, request).await;
             }
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, JOINING)
                 .with_header(axum::http::header::RETRY_AFTER, "1"));
@@ -359,15 +351,7 @@ async fn route_request(
             && !appends
             && let Some(to) = raft.leader_target(group)
         {
-            let long_poll = state.config.long_poll_timeout();
-            state.metrics.passed_on();
-            return Box::pin(crate::proxy::forward(
-                raft.node_id(),
-                to,
-                request,
-                long_poll,
-            ))
-            .await;
+            return pass_on(&state, raft.node_id(), to, request).await;
         }
         // A read at an offset past this member's tail of the stream: the
         // client saw the stream further on elsewhere (its own append
@@ -388,15 +372,7 @@ async fn route_request(
             ))
             .await
         {
-            let long_poll = state.config.long_poll_timeout();
-            state.metrics.passed_on();
-            return Box::pin(crate::proxy::forward(
-                raft.node_id(),
-                to,
-                request,
-                long_poll,
-            ))
-            .await;
+            return pass_on(&state, raft.node_id(), to, request).await;
         }
     }
     let result = match route {
@@ -482,6 +458,19 @@ async fn route_request(
         response.extensions_mut().insert(auth::Subject(subject));
     }
     Ok(response)
+}
+
+/// Passes a request on to another member (`to`), counted; boxed, so the
+/// proxy's future does not grow every request's.
+async fn pass_on(
+    state: &AppState,
+    me: u64,
+    to: (u64, String),
+    request: Request,
+) -> Result<Response, ApiError> {
+    let long_poll = state.config.long_poll_timeout();
+    state.metrics.passed_on();
+    Box::pin(crate::proxy::forward(me, to, request, long_poll)).await
 }
 
 /// Authorizes a request (with authentication on) and admits its token
