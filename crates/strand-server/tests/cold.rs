@@ -189,11 +189,23 @@ async fn listed(backend: &dyn ColdBackend) -> BTreeSet<String> {
 }
 
 /// Samples the engine's hot-bytes gauge until stopped; returns the peak.
+/// The node's hot bytes, every group asked at once: asked one after
+/// another, a flush in one group and writes in another between their
+/// answers could add up past anything the node held at one moment.
+async fn hot_now(engine: &Engine) -> Option<u64> {
+    let asks = (0..engine.group_count())
+        .map(|group| engine.query_group(group, |m| m.total_hot_payload_bytes()));
+    futures_util::future::join_all(asks)
+        .await
+        .into_iter()
+        .try_fold(0u64, |sum, hot| hot.ok().map(|h| sum + h))
+}
+
 fn sample_hot(engine: Engine, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     tokio::spawn(async move {
         let mut peak = 0;
         while !stop.load(Ordering::Relaxed) {
-            if let Ok(hot) = engine.hot_bytes().await {
+            if let Some(hot) = hot_now(&engine).await {
                 peak = peak.max(hot);
             }
             // The sampling period of a measurement, not a wait for an event.
