@@ -127,6 +127,19 @@ pub struct WaiterPermit(#[allow(dead_code)] OwnedSemaphorePermit);
 /// A group as the engine holds it: its owner task's request queue.
 pub(crate) struct Group {
     pub(crate) tx: mpsc::Sender<Op>,
+    /// Places for the writes proposed straight to the group's log
+    /// ([`Engine::write`]), as many as its queue holds: past them a write
+    /// is refused as busy, as a full queue refuses it.
+    proposing: Semaphore,
+}
+
+impl Group {
+    pub(crate) fn new(tx: mpsc::Sender<Op>, queue_depth: usize) -> Self {
+        Self {
+            tx,
+            proposing: Semaphore::new(queue_depth.max(1)),
+        }
+    }
 }
 
 /// A node's groups of state machines. Cheap to clone; every clone talks to
@@ -401,12 +414,17 @@ impl Engine {
     /// A replicated group's write goes straight to its log, from the
     /// caller's task: the group's task would only pass it on (its entry
     /// is checked as it applies), and skipping it saves a hop per append.
-    /// Writes keep one order per group, the log's.
+    /// Writes keep one order per group, the log's; as many wait for their
+    /// answer at a time as the group's queue holds (more are busy).
     pub async fn write(&self, request: WriteRequest) -> Result<WriteOutcome, EngineError> {
         let now_ms = self.now_ms();
         let group = self.group_for(&request.stream_id);
         let request = Box::new(request);
         if let Some(log) = self.inner.logs.get(group).and_then(|l| l.get()) {
+            let slot = &self.inner.groups[group % self.inner.groups.len()];
+            let Ok(_place) = slot.proposing.try_acquire() else {
+                return Err(EngineError::Busy);
+            };
             let (tx, rx) = oneshot::channel();
             log.propose(
                 GroupEntry::Write { request, now_ms },

@@ -34,7 +34,7 @@ impl Engine {
                 config.machine,
                 Arc::clone(&unpins),
             )));
-            groups.push(Group { tx });
+            groups.push(Group::new(tx, config.queue_depth));
         }
         let engine = Self::from_parts(
             &config,
@@ -72,7 +72,7 @@ impl Engine {
                 Arc::clone(&unpins),
                 (index, Arc::clone(&replica)),
             )));
-            groups.push(Group { tx });
+            groups.push(Group::new(tx, config.queue_depth));
             appliers.push(GroupApplier::new(index, log_tx, Arc::clone(&replica)));
         }
         let engine = Self::from_parts(&config, clock, groups, tasks, shutdown, (true, replica));

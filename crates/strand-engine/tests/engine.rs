@@ -250,3 +250,78 @@ async fn groups_run_the_configured_profile() {
     let profile = e.query_group(0, |m| m.profile()).await.unwrap();
     assert_eq!(profile, MachineProfile::Reference);
 }
+
+/// A log that keeps every proposal unanswered until told.
+#[derive(Default)]
+struct HeldLog {
+    held: std::sync::Mutex<Vec<strand_engine::ProposalDone>>,
+}
+
+impl strand_engine::GroupLog for HeldLog {
+    fn propose(&self, _entry: strand_engine::GroupEntry, done: strand_engine::ProposalDone) {
+        self.held.lock().unwrap().push(done);
+    }
+
+    fn status(&self) -> strand_engine::GroupStatus {
+        strand_engine::GroupStatus {
+            group: 0,
+            leader: None,
+            applied_index: None,
+            last_log_index: None,
+        }
+    }
+
+    fn shutdown(&self) -> strand_engine::LogFuture<()> {
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn writes_proposed_straight_to_a_log_are_bounded_by_the_queue_depth() {
+    let (e, links) = Engine::start_replicated(
+        EngineConfig {
+            groups: 1,
+            queue_depth: 2,
+            ..EngineConfig::default()
+        },
+        Arc::new(ManualClock::new(1_000)),
+    );
+    let log = Arc::new(HeldLog::default());
+    for link in links {
+        link.attach(Arc::clone(&log) as Arc<dyn strand_engine::GroupLog>);
+    }
+    let id = BucketStreamId::new("acme", "s");
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let (e, id) = (e.clone(), id.clone());
+            tokio::spawn(async move { e.write(append(&id, b"x")).await })
+        })
+        .collect();
+    let held = || log.held.lock().unwrap().len();
+    while held() < 2 {
+        tokio::task::yield_now().await;
+    }
+    // Two writes wait for the log: a third is refused, not queued.
+    // (The timeout only turns a write that waits, the bug, into a failure.)
+    let third = tokio::time::timeout(Duration::from_secs(10), e.write(append(&id, b"x"))).await;
+    assert!(matches!(third, Ok(Err(EngineError::Busy))), "{third:?}");
+    assert_eq!(held(), 2);
+    // Answered, they give their places back.
+    for done in log.held.lock().unwrap().drain(..) {
+        done(Err(EngineError::Shutdown));
+    }
+    for w in waiting {
+        assert!(matches!(w.await.unwrap(), Err(EngineError::Shutdown)));
+    }
+    let next = {
+        let (e, id) = (e.clone(), id.clone());
+        tokio::spawn(async move { e.write(append(&id, b"x")).await })
+    };
+    while held() < 1 {
+        tokio::task::yield_now().await;
+    }
+    for done in log.held.lock().unwrap().drain(..) {
+        done(Err(EngineError::Shutdown));
+    }
+    assert!(matches!(next.await.unwrap(), Err(EngineError::Shutdown)));
+}
