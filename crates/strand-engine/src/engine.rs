@@ -285,6 +285,11 @@ impl Engine {
         group_of(id, self.inner.groups.len())
     }
 
+    /// Group `group` (any index names one).
+    fn group(&self, group: usize) -> &Group {
+        &self.inner.groups[group % self.inner.groups.len()]
+    }
+
     /// Sends a group a request and waits for its answer.
     pub(crate) async fn call<R>(
         &self,
@@ -292,7 +297,7 @@ impl Engine {
         op: impl FnOnce(Answer<R>) -> Op,
     ) -> Result<R, EngineError> {
         let (tx, rx) = oneshot::channel();
-        let sender = &self.inner.groups[group % self.inner.groups.len()].tx;
+        let sender = &self.group(group).tx;
         match sender.try_send(op(tx)) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => return Err(EngineError::Busy),
@@ -421,8 +426,7 @@ impl Engine {
         let group = self.group_for(&request.stream_id);
         let request = Box::new(request);
         if let Some(log) = self.inner.logs.get(group).and_then(|l| l.get()) {
-            let slot = &self.inner.groups[group % self.inner.groups.len()];
-            let Ok(_place) = slot.proposing.try_acquire() else {
+            let Ok(_place) = self.group(group).proposing.try_acquire() else {
                 return Err(EngineError::Busy);
             };
             let (tx, rx) = oneshot::channel();

@@ -663,9 +663,11 @@ impl GroupCore {
                 content_type = Some(meta.content_type.clone());
             }
         }
-        // The id is needed after the command only to look the producer up.
-        let producer_id = producer.as_ref().map(|p| p.producer_id.clone());
-        let after = producer_id.as_ref().map(|_| stream_id.clone());
+        // What looks the producer up after the command (the id is needed
+        // after it only for that).
+        let lookup = producer
+            .as_ref()
+            .map(|p| (stream_id.clone(), p.producer_id.clone()));
         let command = if close && payload.is_empty() {
             StreamCommand::Close {
                 stream_id,
@@ -686,9 +688,7 @@ impl GroupCore {
             }
         };
         let response = self.commit(command);
-        let producer_position = after
-            .zip(producer_id)
-            .and_then(|(id, p)| self.machine.producer_position(&id, &p));
+        let producer_position = lookup.and_then(|(id, p)| self.machine.producer_position(&id, &p));
         WriteOutcome {
             response,
             producer_position,

@@ -1206,9 +1206,7 @@ impl Writer {
         }
         *pending = None;
         drop(pending);
-        let body = encode(&committed).ok()?;
-        let mut record = Vec::new();
-        encode_record(KIND_COMMITTED, &body, &mut record);
+        let record = single(KIND_COMMITTED, &encode(&committed).ok()?, false).bytes;
         self.header[1] = Some(record.clone());
         Some(record)
     }
