@@ -79,6 +79,10 @@ pub(crate) struct CatchupArgs {
     /// Bytes per message.
     #[arg(long, default_value_t = 1024)]
     message_bytes: usize,
+    /// Times every client reads its stream from the start, all clients
+    /// together each time (a longer read phase for steadier figures).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
 }
 
 /// Options of `idle-memory`.
@@ -643,10 +647,13 @@ async fn catchup(
         f.await.map_err(|e| e.to_string())??;
     }
     let expected = (a.messages * a.message_bytes) as u64;
+    let rounds = a.rounds.max(1) as usize;
     // Every client connects first, at most 64 connects at a time, and all
     // start reading together: a thousand simultaneous connects overflow the
     // listen queue, and the 1 s SYN retries that follow would be timed as
-    // the catch-up.
+    // the catch-up. Each round starts when every client has finished the
+    // one before (a client that failed still waits at the start lines, so
+    // the others never wait forever).
     let connecting = Arc::new(Semaphore::new(64));
     let start_line = Arc::new(tokio::sync::Barrier::new(streams.len()));
     let cpu_before = Arc::new(std::sync::Mutex::new(None));
@@ -657,71 +664,115 @@ async fn catchup(
         let pid = pid.to_vec();
         readers.push(tokio::spawn(async move {
             let permit = connecting.acquire().await.map_err(|e| e.to_string())?;
-            let conn = Conn::open(addr).await;
+            let mut conn = Conn::open(addr).await;
             drop(permit);
-            let leader = start_line.wait().await.is_leader();
-            let mut conn = conn?;
-            if leader && let Ok(mut slot) = cpu_before.lock() {
-                *slot = cpu(&pid);
-            }
-            let t = Instant::now();
-            let mut offset = "-1".to_owned();
-            let mut bytes = 0u64;
-            let mut requests = 0u64;
-            loop {
-                let r = conn
-                    .send(
-                        Method::GET,
-                        &format!("{path}?offset={offset}"),
-                        &[],
-                        Bytes::new(),
-                    )
-                    .await?;
-                requests += 1;
-                if r.status != StatusCode::OK {
-                    return Err(format!("read {path}: {}", r.status));
+            let mut done = Vec::with_capacity(rounds);
+            let mut failed = None;
+            for round in 0..rounds {
+                let leader = start_line.wait().await.is_leader();
+                if round == 0
+                    && leader
+                    && let Ok(mut slot) = cpu_before.lock()
+                {
+                    *slot = cpu(&pid);
                 }
-                bytes += r.body.len() as u64;
-                offset = r.next_offset.ok_or("no Stream-Next-Offset")?;
-                if r.up_to_date || requests > 10_000 {
-                    break;
+                if failed.is_some() {
+                    continue;
+                }
+                let c = match conn.as_mut() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        failed = Some(e.clone());
+                        continue;
+                    }
+                };
+                match read_from_start(c, &path).await {
+                    Ok(r) => done.push(r),
+                    Err(e) => failed = Some(e),
                 }
             }
-            Ok::<(Instant, Instant, u64, u64), String>((t, Instant::now(), bytes, requests))
+            match failed {
+                Some(e) => Err(e),
+                None => Ok::<_, String>(done),
+            }
         }));
     }
     let mut lat = Latencies::default();
     let (mut bytes, mut requests, mut short) = (0u64, 0u64, 0usize);
-    let (mut first_start, mut last_end) = (None::<Instant>, None::<Instant>);
+    let mut spans = vec![(None::<Instant>, None::<Instant>, 0u64); rounds];
     for r in readers {
-        let (start, end, b, n) = r.await.map_err(|e| e.to_string())??;
-        lat.push(end - start);
-        first_start = Some(first_start.map_or(start, |f| f.min(start)));
-        last_end = Some(last_end.map_or(end, |l| l.max(end)));
-        bytes += b;
-        requests += n;
-        if b != expected {
-            short += 1;
+        let done = r.await.map_err(|e| e.to_string())??;
+        for ((start, end, b, n), span) in done.into_iter().zip(spans.iter_mut()) {
+            lat.push(end - start);
+            span.0 = Some(span.0.map_or(start, |f| f.min(start)));
+            span.1 = Some(span.1.map_or(end, |l| l.max(end)));
+            span.2 += b;
+            bytes += b;
+            requests += n;
+            if b != expected {
+                short += 1;
+            }
         }
     }
-    let elapsed = match (first_start, last_end) {
-        (Some(f), Some(l)) => (l - f).as_secs_f64().max(1e-6),
-        _ => 1e-6,
-    };
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let mut elapsed = 0.0;
+    let mut per_round = Vec::with_capacity(rounds);
+    for (first, last, b) in &spans {
+        let secs = match (first, last) {
+            (Some(f), Some(l)) => (*l - *f).as_secs_f64().max(1e-6),
+            _ => 1e-6,
+        };
+        elapsed += secs;
+        per_round.push((mib(*b) / secs * 10.0).round() / 10.0);
+    }
     let cpu_after = cpu(pid);
     let cpu_before = cpu_before.lock().ok().and_then(|slot| *slot);
     Ok(json!({
         "scenario": "catchup",
         "clients": a.clients,
+        "rounds": rounds,
         "bytes_per_stream": expected,
         "requests": requests,
         "incomplete_streams": short,
         "p50_ms": lat.percentile_ms(50.0),
         "p99_ms": lat.percentile_ms(99.0),
-        "mib_per_s": ((bytes as f64 / (1024.0 * 1024.0)) / elapsed * 10.0).round() / 10.0,
+        "mib_per_s": (mib(bytes) / elapsed.max(1e-6) * 10.0).round() / 10.0,
+        "round_mib_per_s": per_round,
         "server_cpu_us_per_request": cpu_per_op_us(cpu_before, cpu_after, requests),
         "samples": lat.len(),
     }))
+}
+
+/// Reads `path` from the start until the server says it is up to date
+/// (at most 10,000 requests): (start, end, bytes, requests).
+async fn read_from_start(
+    conn: &mut Conn,
+    path: &str,
+) -> Result<(Instant, Instant, u64, u64), String> {
+    let t = Instant::now();
+    let mut offset = "-1".to_owned();
+    let mut bytes = 0u64;
+    let mut requests = 0u64;
+    loop {
+        let r = conn
+            .send(
+                Method::GET,
+                &format!("{path}?offset={offset}"),
+                &[],
+                Bytes::new(),
+            )
+            .await?;
+        requests += 1;
+        if r.status != StatusCode::OK {
+            return Err(format!("read {path}: {}", r.status));
+        }
+        bytes += r.body.len() as u64;
+        offset = r.next_offset.ok_or("no Stream-Next-Offset")?;
+        if r.up_to_date || requests > 10_000 {
+            break;
+        }
+    }
+    Ok((t, Instant::now(), bytes, requests))
 }
 
 async fn idle_memory(
