@@ -104,12 +104,11 @@ enum After {
     Hot(HotRead),
 }
 
-/// One ranged GET: an object, a byte range in it, and the lengths of the
-/// plan segments it serves in order.
+/// One ranged GET: an object and a byte range in it, serving one or more
+/// plan segments that follow each other.
 struct Fetch {
     name: String,
     range: Range<u64>,
-    parts: Vec<usize>,
 }
 
 /// Plans a read. `now_ms` is `None` for a fork reading through the
@@ -387,13 +386,11 @@ async fn fetch(shared: &Arc<Shared>, plan: &StreamReadPlan) -> Result<Vec<Bytes>
                         if f.name == s.object.s3_path && f.range.end == start && last_is_fetch =>
                     {
                         f.range.end = end;
-                        f.parts.push(s.len);
                     }
                     _ => {
                         fetches.push(Fetch {
                             name: s.object.s3_path.clone(),
                             range: start..end,
-                            parts: vec![s.len],
                         });
                         order.push(fetches.len() - 1);
                     }
@@ -431,13 +428,11 @@ async fn fetch(shared: &Arc<Shared>, plan: &StreamReadPlan) -> Result<Vec<Bytes>
             }
             continue;
         }
-        let (Some(f), Some(bytes)) = (fetches.get(*index), fetched.get(*index)) else {
-            continue;
-        };
-        let mut at = 0usize;
-        for len in &f.parts {
-            out.push(bytes.slice(at..at + len));
-            at += len;
+        // One slice per GET: the segments it serves follow each other in
+        // the object and on the page, so splitting it would only make the
+        // server gather the pieces again.
+        if let Some(bytes) = fetched.get(*index) {
+            out.push(bytes.clone());
         }
     }
     Ok(out)
