@@ -21,6 +21,7 @@
 
 pub mod budget;
 pub mod local;
+mod mapped;
 pub mod names;
 mod read;
 pub mod replica;

@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
+use crate::mapped::Mapped;
 use crate::space::DiskSpace;
 use crate::store::{ColdBackend, ColdError, ObjectInfo};
 
@@ -62,7 +63,33 @@ struct Inner {
     /// Objects whose whole file passed its check in this process.
     verified: Mutex<HashSet<String>>,
     /// Some verified files, open for reads ([`OPEN_FILES`] at most).
-    open: Mutex<HashMap<String, Arc<File>>>,
+    open: Mutex<HashMap<String, Arc<OpenSegment>>>,
+}
+
+/// A verified segment file open for reads, and its mapping when mapping
+/// it succeeded.
+#[derive(Debug)]
+struct OpenSegment {
+    file: File,
+    /// The object's length: the file's, without the trailer.
+    content: u64,
+    map: Option<Arc<Mapped>>,
+}
+
+impl OpenSegment {
+    /// Whether `range` lies inside the object (not in the trailer).
+    fn content_holds(&self, range: &Range<u64>) -> bool {
+        range.start <= range.end && range.end <= self.content
+    }
+
+    /// `range` without a thread hop, when the page cache holds all of it:
+    /// the mapped pages themselves, or (unmapped) a copy of them.
+    fn read_cached(&self, range: &Range<u64>) -> Option<Bytes> {
+        match &self.map {
+            Some(map) => map.resident(range),
+            None => read_cached(&self.file, range),
+        }
+    }
 }
 
 /// Verified segment files kept open for reads.
@@ -370,36 +397,62 @@ impl LocalSegments {
     }
 
     /// The open, verified file of `name`, if it is kept open.
-    fn open_file(&self, name: &str) -> Option<Arc<File>> {
+    fn open_segment(&self, name: &str) -> Option<Arc<OpenSegment>> {
         self.inner.open.lock().ok()?.get(name).cloned()
     }
 
     fn get_blocking(&self, name: &str, range: Range<u64>) -> Result<Bytes, ColdError> {
         let path = self.path(name)?;
-        let file = match self.open_file(name) {
-            Some(file) => file,
+        let segment = match self.open_segment(name) {
+            Some(segment) => segment,
             None => {
                 let file = File::open(&path).map_err(|e| match e.kind() {
                     io::ErrorKind::NotFound => ColdError::NotFound(name.to_owned()),
                     _ => io_err(&path, "cannot open", &e),
                 })?;
                 self.verify(name, &path, &file)?;
-                let file = Arc::new(file);
+                let content = file
+                    .metadata()
+                    .map_err(|e| io_err(&path, "cannot inspect", &e))?
+                    .len()
+                    .saturating_sub(TRAILER_LEN);
+                // A file that cannot be mapped (the process's mapping
+                // limit) is read with copies instead.
+                let map = match Mapped::map(&file) {
+                    Ok(map) => Some(map),
+                    Err(e) => {
+                        tracing::debug!(path = %path.display(), error = %e, "segment file not mapped");
+                        None
+                    }
+                };
+                let segment = Arc::new(OpenSegment { file, content, map });
                 if let Ok(mut open) = self.inner.open.lock() {
                     if open.len() >= OPEN_FILES
                         && let Some(old) = open.keys().next().cloned()
                     {
                         open.remove(&old);
                     }
-                    open.insert(name.to_owned(), Arc::clone(&file));
+                    open.insert(name.to_owned(), Arc::clone(&segment));
                 }
-                file
+                segment
             }
         };
+        if !segment.content_holds(&range) {
+            return Err(ColdError::Store(format!(
+                "range {range:?} of {}: the object holds {} bytes",
+                path.display(),
+                segment.content
+            )));
+        }
+        if let Some(bytes) = segment.read_cached(&range) {
+            return Ok(bytes);
+        }
         let len = usize::try_from(range.end.saturating_sub(range.start))
             .map_err(|_| damaged(&path, "range too large"))?;
         let mut buf = vec![0u8; len];
-        file.read_exact_at(&mut buf, range.start)
+        segment
+            .file
+            .read_exact_at(&mut buf, range.start)
             .map_err(|e| io_err(&path, "cannot read", &e))?;
         Ok(Bytes::from(buf))
     }
@@ -498,9 +551,9 @@ impl ColdBackend for LocalSegments {
                 return Ok(Bytes::new());
             }
             // Bytes the page cache holds come without a thread hop.
-            if let Some(bytes) = this
-                .open_file(&name)
-                .and_then(|file| read_cached(&file, &range))
+            if let Some(segment) = this.open_segment(&name)
+                && segment.content_holds(&range)
+                && let Some(bytes) = segment.read_cached(&range)
             {
                 return Ok(bytes);
             }
@@ -560,26 +613,43 @@ mod tests {
         let (_d, s) = store();
         let body = Bytes::from((0..=255u8).cycle().take(10_000).collect::<Vec<u8>>());
         s.put("g000/p/a.pack", body.clone()).await.expect("put");
-        assert!(s.open_file("g000/p/a.pack").is_none());
+        assert!(s.open_segment("g000/p/a.pack").is_none());
         assert_eq!(
             s.get_range("g000/p/a.pack", 10..20).await.expect("get"),
             body.slice(10..20)
         );
-        let file = s.open_file("g000/p/a.pack").expect("kept open");
-        // Where the filesystem reads without waiting, the page cache holds
-        // the file just written; either way a cached read is exact.
-        if let Some(bytes) = read_cached(&file, &(100..300)) {
+        let segment = s.open_segment("g000/p/a.pack").expect("kept open");
+        assert_eq!(segment.content, 10_000);
+        // Mapped: a range the page cache holds (a file just written and
+        // read) comes from the mapping, byte-exact.
+        assert!(segment.map.is_some(), "mapped");
+        assert_eq!(
+            segment.read_cached(&(100..300)).expect("cached"),
+            body.slice(100..300)
+        );
+        // The copying path, for a file that could not be mapped: where the
+        // filesystem reads without waiting it serves the same bytes.
+        if let Some(bytes) = read_cached(&segment.file, &(100..300)) {
             assert_eq!(bytes, body.slice(100..300));
         }
-        assert_eq!(read_cached(&file, &(0..(FAST_READ_BYTES as u64 + 1))), None);
+        assert_eq!(
+            read_cached(&segment.file, &(0..(FAST_READ_BYTES as u64 + 1))),
+            None
+        );
         assert_eq!(
             s.get_range("g000/p/a.pack", 9_990..10_000)
                 .await
                 .expect("get"),
             body.slice(9_990..10_000)
         );
+        // The trailer is not the object's: a range into it is refused.
+        let e = s
+            .get_range("g000/p/a.pack", 9_990..10_001)
+            .await
+            .expect_err("past the object");
+        assert!(e.to_string().contains("holds 10000 bytes"), "{e}");
         s.delete("g000/p/a.pack").await.expect("delete");
-        assert!(s.open_file("g000/p/a.pack").is_none());
+        assert!(s.open_segment("g000/p/a.pack").is_none());
         assert!(matches!(
             s.get_range("g000/p/a.pack", 0..1).await,
             Err(ColdError::NotFound(_))
