@@ -679,6 +679,8 @@ async fn claim(subs: &std::sync::Arc<Subscriptions>, id: &str, bytes: &[u8]) -> 
         Ok(body) => body,
         Err(e) => return Ok(invalid(format!("invalid claim: {e}"))),
     };
+    // Streams written just before the claim count, linked or not yet.
+    subs.link_written().await?;
     let names = subs
         .view(|registry| {
             registry

@@ -82,6 +82,11 @@ pub struct Subscriptions {
     /// Whether any subscription exists (the write path's fast check).
     any: AtomicBool,
     dirty: std::sync::Mutex<BTreeSet<String>>,
+    /// Held while written streams are linked (from reading the written
+    /// names to committing their links), so a claim that links first
+    /// ([`Subscriptions::link_written`]) never misses a stream the
+    /// dispatcher took but had not linked yet.
+    linking: Mutex<()>,
     /// Look at every subscription in the next pass, not only those the
     /// written streams concern (a change through the API asked for it).
     full: AtomicBool,
@@ -108,6 +113,7 @@ impl Subscriptions {
             folded: Mutex::new(Folded::default()),
             any: AtomicBool::new(true),
             dirty: std::sync::Mutex::new(BTreeSet::new()),
+            linking: Mutex::new(()),
             full: AtomicBool::new(true),
             notify: Notify::new(),
             policy,
@@ -405,6 +411,52 @@ impl Subscriptions {
         }
     }
 
+    /// Links the written streams `names` to the subscriptions whose
+    /// pattern they match and that do not have them yet.
+    async fn link(&self, names: &[String]) -> Result<(), ApiError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        self.transact(|registry, _| {
+            let mut events = Vec::new();
+            for (id, sub) in &registry.subs {
+                let Some(pattern) = &sub.spec.pattern else {
+                    continue;
+                };
+                let streams: Vec<(String, Option<u64>)> = names
+                    .iter()
+                    .filter(|name| {
+                        model::glob_match(pattern, name)
+                            && !sub.links.get(*name).is_some_and(|l| l.glob)
+                    })
+                    .map(|name| (name.clone(), sub.links.get(name).and_then(|l| l.acked)))
+                    .collect();
+                if !streams.is_empty() {
+                    events.push(Event::Link {
+                        id: id.clone(),
+                        link_type: LinkType::Glob,
+                        streams,
+                    });
+                }
+            }
+            Ok((events, ()))
+        })
+        .await
+    }
+
+    /// Links every stream written so far on this node that the
+    /// dispatcher has not linked yet, leaving the written names to it (it
+    /// still wakes their subscriptions): a claim right after an append
+    /// finds the appended stream's work.
+    pub async fn link_written(&self) -> Result<(), ApiError> {
+        let _linking = self.linking.lock().await;
+        let names: Vec<String> = match self.dirty.lock() {
+            Ok(dirty) => dirty.iter().cloned().collect(),
+            Err(_) => Vec::new(),
+        };
+        self.link(&names).await
+    }
+
     /// The dispatcher: runs until `shutdown` turns true.
     pub async fn run(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         loop {
@@ -430,38 +482,14 @@ impl Subscriptions {
     /// One pass: link written streams, end expired wakes, open and deliver
     /// wakes. Returns how soon the next lease ends.
     async fn pass(self: &Arc<Self>) -> Result<Option<Duration>, ApiError> {
+        let linking = self.linking.lock().await;
         let dirty: Vec<String> = match self.dirty.lock() {
             Ok(mut dirty) => std::mem::take(&mut *dirty).into_iter().collect(),
             Err(_) => Vec::new(),
         };
         // Link: new matches of written streams.
-        if !dirty.is_empty() {
-            self.transact(|registry, _| {
-                let mut events = Vec::new();
-                for (id, sub) in &registry.subs {
-                    let Some(pattern) = &sub.spec.pattern else {
-                        continue;
-                    };
-                    let streams: Vec<(String, Option<u64>)> = dirty
-                        .iter()
-                        .filter(|name| {
-                            model::glob_match(pattern, name)
-                                && !sub.links.get(*name).is_some_and(|l| l.glob)
-                        })
-                        .map(|name| (name.clone(), sub.links.get(name).and_then(|l| l.acked)))
-                        .collect();
-                    if !streams.is_empty() {
-                        events.push(Event::Link {
-                            id: id.clone(),
-                            link_type: LinkType::Glob,
-                            streams,
-                        });
-                    }
-                }
-                Ok((events, ()))
-            })
-            .await?;
-        }
+        self.link(&dirty).await?;
+        drop(linking);
         // Which subscriptions may need a wake, with their streams: those a
         // written stream belongs to and those whose wake's lease ran out
         // (every one after a change through the API).
@@ -771,4 +799,49 @@ fn new_wake_id() -> String {
     }
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!("w_{hex}")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_claim_links_streams_written_before_it_and_leaves_their_wakes() {
+        let engine = Engine::start(strand_engine::EngineConfig::default());
+        // No dispatcher runs: only the claim's own linking can link.
+        let subs = Subscriptions::new(engine, "default", webhook::WebhookPolicy::new(Vec::new()));
+        let spec: model::Spec = serde_json::from_value(serde_json::json!({
+            "type": "pull-wake", "pattern": "jobs/*", "wake_stream": "wake/jobs",
+            "lease_ttl_ms": 60_000
+        }))
+        .unwrap();
+        subs.transact(|_, now| {
+            let put = Event::Put {
+                id: "s".to_owned(),
+                spec: spec.clone(),
+                at_ms: now,
+                base_url: "http://127.0.0.1".to_owned(),
+                explicit: Vec::new(),
+            };
+            Ok((vec![put], ()))
+        })
+        .await
+        .unwrap();
+        subs.written("jobs/one");
+        subs.written("other/two");
+        subs.link_written().await.unwrap();
+        let linked = subs
+            .view(|r| r.subs["s"].links.keys().cloned().collect::<Vec<_>>())
+            .await
+            .unwrap();
+        assert_eq!(linked, ["jobs/one"]);
+        // The written names stay for the dispatcher, which wakes their
+        // subscriptions; linking again adds nothing.
+        assert_eq!(subs.dirty.lock().unwrap().len(), 2);
+        subs.link_written().await.unwrap();
+        let records = subs.folded.lock().await.records;
+        subs.link_written().await.unwrap();
+        assert_eq!(subs.folded.lock().await.records, records);
+    }
 }
