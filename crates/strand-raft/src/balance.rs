@@ -883,14 +883,12 @@ pub(crate) async fn remove_member(
     }
     // Voters the plan drops stay learners (`retain`): only `id` leaves.
     let raft = group0.raft();
-    let change = |changes: ChangeMembers<NodeId, openraft::BasicNode>, retain: bool| {
-        timed(raft.change_membership(changes, retain))
-    };
     if voters(m).contains(&id) {
         let want = plan(&placed(&metrics), &rest, factor).swap_remove(0);
-        change(ChangeMembers::ReplaceAllVoters(want), true).await?;
+        when_free(|| raft.change_membership(ChangeMembers::ReplaceAllVoters(want.clone()), true))
+            .await?;
     }
-    change(ChangeMembers::RemoveNodes([id].into()), false).await?;
+    when_free(|| raft.change_membership(ChangeMembers::RemoveNodes([id].into()), false)).await?;
     tracing::info!(node = id, "removed a member from the cluster");
     Ok(())
 }
@@ -906,6 +904,43 @@ async fn timed<T, E: std::fmt::Display>(
         Err(_) => Err("the change took too long".to_owned()),
     }
 }
+
+/// [`timed`] for an operator's change of group 0: while another change
+/// of the group is under way (the balancer's own: a learner added, a
+/// voter moved), it is tried again until that one is done, within
+/// [`CHANGE_TIMEOUT`] overall, instead of failing the operator's request.
+async fn when_free<T, N, F, Fut>(mut change: F) -> Result<(), String>
+where
+    N: openraft::Node,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<
+            Output = Result<
+                T,
+                openraft::error::RaftError<NodeId, openraft::error::ClientWriteError<NodeId, N>>,
+            >,
+        >,
+{
+    use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+    let deadline = tokio::time::Instant::now() + CHANGE_TIMEOUT;
+    loop {
+        match tokio::time::timeout_at(deadline, change()).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(busy),
+            )))) => {
+                if tokio::time::Instant::now() + CHANGE_RETRY >= deadline {
+                    return Err(busy.to_string());
+                }
+                tokio::time::sleep(CHANGE_RETRY).await;
+            }
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("the change took too long".to_owned()),
+        }
+    }
+}
+
+/// The pause before a change that found another under way is tried again.
+const CHANGE_RETRY: Duration = Duration::from_millis(100);
 
 /// The groups as the planner sees them: each one's voters and leader.
 fn placed(metrics: &[Metrics]) -> Vec<Placed> {
@@ -1022,5 +1057,48 @@ mod tests {
         assert!(!differs(&|v| v.matched.clear()), "not a leader's view");
         assert!(!differs(&|v| v.leader = Some(2)), "names this node");
         assert!(!differs(&|v| v.term = 2), "older than this node's term");
+    }
+
+    #[tokio::test]
+    #[allow(clippy::result_large_err)] // openraft's own error type
+    async fn an_operators_change_waits_for_one_under_way_and_fails_on_others() {
+        use openraft::error::{
+            ChangeMembershipError, ClientWriteError, EmptyMembership, InProgress, RaftError,
+        };
+        type Answer = Result<(), RaftError<NodeId, ClientWriteError<NodeId, openraft::BasicNode>>>;
+        let busy = || -> Answer {
+            Err(RaftError::APIError(
+                ClientWriteError::ChangeMembershipError(ChangeMembershipError::InProgress(
+                    InProgress {
+                        committed: None,
+                        membership_log_id: None,
+                    },
+                )),
+            ))
+        };
+        // Two tries find a change under way, the third is made.
+        let tries = std::cell::Cell::new(0);
+        let made = when_free(|| {
+            tries.set(tries.get() + 1);
+            let answer = if tries.get() < 3 { busy() } else { Ok(()) };
+            async move { answer }
+        })
+        .await;
+        assert_eq!(made, Ok(()));
+        assert_eq!(tries.get(), 3);
+        // Any other refusal is the answer at once.
+        tries.set(0);
+        let refused = when_free(|| {
+            tries.set(tries.get() + 1);
+            let answer: Answer = Err(RaftError::APIError(
+                ClientWriteError::ChangeMembershipError(ChangeMembershipError::EmptyMembership(
+                    EmptyMembership {},
+                )),
+            ));
+            async move { answer }
+        })
+        .await;
+        assert!(refused.is_err());
+        assert_eq!(tries.get(), 1);
     }
 }
