@@ -37,15 +37,29 @@ pub(crate) async fn cluster_status(
     ready: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
     let admin = process::admin_addr(addr);
-    eventually(what, Duration::from_secs(30), || async {
-        let r = request(admin, "GET", "/__strand/cluster", &[], b"")
-            .await
-            .ok()?;
-        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        ready(&v).then_some(v)
-    })
-    .await
+    // The last status seen, for the message when the wait fails.
+    let last = std::sync::Mutex::new(String::new());
+    let what = format!("{what} (the last status seen follows)");
+    let found =
+        std::panic::AssertUnwindSafe(eventually(&what, Duration::from_secs(30), || async {
+            let r = request(admin, "GET", "/__strand/cluster", &[], b"")
+                .await
+                .ok()?;
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            if ready(&v) {
+                return Some(v);
+            }
+            *last.lock().unwrap() = v.to_string();
+            None
+        }));
+    match futures_util::FutureExt::catch_unwind(found).await {
+        Ok(v) => v,
+        Err(panic) => {
+            eprintln!("last cluster status: {}", last.lock().unwrap());
+            std::panic::resume_unwind(panic)
+        }
+    }
 }
 
 /// `POST path` on `admin` (an operator route), which must answer 204.

@@ -47,8 +47,14 @@ pub fn start_args_env(args: &[String], env: &[(&str, &str)]) -> Server {
         Command::new(env!("CARGO_BIN_EXE_strand-server"))
             .args(args)
             .envs(env.iter().copied())
-            // Only strand-raft's own warnings (a truncated torn tail).
-            .env("STRAND_LOG", "off,strand_raft=warn")
+            // Only strand-raft's own warnings (a truncated torn tail),
+            // unless STRAND_TEST_SERVER_LOG asks for more (a filter, as
+            // STRAND_LOG takes) to find out why a test failed.
+            .env(
+                "STRAND_LOG",
+                std::env::var("STRAND_TEST_SERVER_LOG")
+                    .unwrap_or_else(|_| "off,strand_raft=warn".to_owned()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
