@@ -588,16 +588,24 @@ async fn a_single_durable_node_is_a_cluster_of_one() {
 }
 
 /// Leaderships per node in a cluster status (`GET /__strand/cluster`):
-/// how many groups each node (1, 2, …, in order) leads, and whether
-/// every group has a leader.
-pub(crate) fn leaderships(status: &serde_json::Value) -> (Vec<usize>, bool) {
-    let nodes = status["nodes"].as_array().map_or(0, Vec::len);
-    let mut counts = vec![0; nodes];
+/// how many groups each listed node leads, by node id (ids need not be
+/// 1 to N: after removals and joins they are not), and whether every
+/// group has a leader among them.
+pub(crate) fn leaderships(
+    status: &serde_json::Value,
+) -> (std::collections::BTreeMap<u64, usize>, bool) {
+    let mut counts: std::collections::BTreeMap<u64, usize> = status["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["id"].as_u64())
+        .map(|id| (id, 0))
+        .collect();
     let mut all_led = true;
     for g in status["groups"].as_array().unwrap() {
-        match g["leader"].as_u64() {
-            Some(id) if (1..=nodes as u64).contains(&id) => counts[(id - 1) as usize] += 1,
-            _ => all_led = false,
+        match g["leader"].as_u64().and_then(|id| counts.get_mut(&id)) {
+            Some(count) => *count += 1,
+            None => all_led = false,
         }
     }
     (counts, all_led)
@@ -816,7 +824,7 @@ async fn leaderships_spread_and_a_drained_node_hands_them_off() {
     // Balanced: two leaderships per node (node 1 first led them all).
     let balanced = |v: &serde_json::Value| {
         let (counts, all_led) = leaderships(v);
-        all_led && counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1
+        all_led && counts.values().max().unwrap() - counts.values().min().unwrap() <= 1
     };
     let status = cluster_status(addrs[1], "the leaderships spread", balanced).await;
     eprintln!("balanced: {:?}", leaderships(&status).0);
@@ -826,12 +834,12 @@ async fn leaderships_spread_and_a_drained_node_hands_them_off() {
     operate(admin, "/__strand/cluster/drain/1").await;
     let status = cluster_status(addrs[0], "node 1 drains", |v| {
         let (counts, all_led) = leaderships(v);
-        all_led && counts[0] == 0 && node_state(v, 1) == "draining"
+        all_led && counts[&1] == 0 && node_state(v, 1) == "draining"
     })
     .await;
     let (counts, _) = leaderships(&status);
-    assert_eq!(counts[1] + counts[2], BALANCED_GROUPS, "{status}");
-    assert!(counts[1].abs_diff(counts[2]) <= 1, "{status}");
+    assert_eq!(counts[&2] + counts[&3], BALANCED_GROUPS, "{status}");
+    assert!(counts[&2].abs_diff(counts[&3]) <= 1, "{status}");
     // Drained, it takes none back while the others balance.
     let r = request(admin, "POST", "/__strand/cluster/drain/9", &[], b"")
         .await
@@ -841,7 +849,7 @@ async fn leaderships_spread_and_a_drained_node_hands_them_off() {
     // Undrained, it gets its share back.
     operate(admin, "/__strand/cluster/undrain/1").await;
     cluster_status(addrs[0], "node 1 leads again", |v| {
-        balanced(v) && node_state(v, 1) == "up" && leaderships(v).0[0] >= 1
+        balanced(v) && node_state(v, 1) == "up" && leaderships(v).0[&1] >= 1
     })
     .await;
 
@@ -1041,7 +1049,7 @@ async fn a_rolling_restart_with_drains_loses_nothing() {
             let drained = Instant::now();
             cluster_status(other, &format!("round {round}: node {id} drains"), |v| {
                 let (counts, all_led) = leaderships(v);
-                all_led && counts[at] == 0
+                all_led && counts[&id] == 0
             })
             .await;
             let took = drained.elapsed();
@@ -1178,7 +1186,7 @@ async fn five_nodes_place_three_voters_per_group() {
         shaped
             && votes.iter().all(|&n| n == 9 || n == 10)
             && all_led
-            && counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1
+            && counts.values().max().unwrap() - counts.values().min().unwrap() <= 1
     };
     let status = cluster_status(addrs[4], "three voters per group, spread", placed).await;
     eprintln!(
@@ -1409,7 +1417,7 @@ async fn a_cluster_grows_from_one_node_by_joins() {
         placed
             && votes == [6; 4]
             && all_led
-            && counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1
+            && counts.values().max().unwrap() - counts.values().min().unwrap() <= 1
             && (1..=4).all(|id| node_state(v, id) == "up")
     };
     let status = cluster_status(addrs[3], "four members, three voters per group", spread).await;
@@ -1559,7 +1567,7 @@ async fn membership_changes_under_load_lose_nothing() {
     operate(admin, "/__strand/cluster/drain/2").await;
     cluster_status(addrs[0], "node 2 drains", |v| {
         let (counts, all_led) = leaderships(v);
-        all_led && counts[1] == 0
+        all_led && counts[&2] == 0
     })
     .await;
     operate(admin, "/__strand/cluster/undrain/2").await;
@@ -1605,7 +1613,7 @@ async fn membership_changes_under_load_lose_nothing() {
             .await;
             cluster_status(other, &format!("round {round}: node {id} drains"), |v| {
                 let (counts, all_led) = leaderships(v);
-                all_led && counts[(id - 1) as usize] == 0
+                all_led && counts[&id] == 0
             })
             .await;
             nodes[at].take().unwrap().kill9();
