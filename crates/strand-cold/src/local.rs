@@ -14,8 +14,10 @@
 //! file beside the final name, syncs it, renames it into place and syncs
 //! the directory: a crash leaves either no object or the whole one (plus,
 //! at worst, a temporary file the orphan sweep deletes). Positions in an
-//! object are positions in the file, so reads are positional reads that
-//! the page cache serves; the heap holds only what a read returns.
+//! object are positions in the file. Files read stay open and mapped: a
+//! range the page cache holds is answered with the mapped pages (the
+//! crate's `mapped` module), any other with a positional read on the
+//! blocking pool, so the heap holds at most what an uncached read returns.
 //!
 //! A damaged file is never served: the first read of an object in a
 //! process that did not write it checks the whole file against its
