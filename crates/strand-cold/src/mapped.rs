@@ -107,13 +107,22 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    #[test]
-    fn a_cached_range_is_served_from_the_mapping_byte_exact() {
+    /// A file of `content` (synced) in a new temporary directory, opened
+    /// for reading; the directory lives as long as the guard.
+    fn file_of(content: &[u8]) -> (tempfile::TempDir, std::path::PathBuf, File) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
-        File::create(&path).unwrap().write_all(&content).unwrap();
+        let mut f = File::create(&path).unwrap();
+        f.write_all(content).unwrap();
+        f.sync_all().unwrap();
         let file = File::open(&path).unwrap();
+        (dir, path, file)
+    }
+
+    #[test]
+    fn a_cached_range_is_served_from_the_mapping_byte_exact() {
+        let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let (_dir, _, file) = file_of(&content);
         // Just written: the page cache holds it.
         let map = Mapped::map(&file).unwrap();
         for range in [0..1u64, 5..4_100, 4_095..4_097, 12_345..200_000, 0..200_000] {
@@ -130,13 +139,8 @@ mod tests {
 
     #[test]
     fn ranges_outside_the_file_or_empty_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        File::create(&path)
-            .unwrap()
-            .write_all(&[7u8; 5000])
-            .unwrap();
-        let map = Mapped::map(&File::open(&path).unwrap()).unwrap();
+        let (_dir, _, file) = file_of(&[7u8; 5000]);
+        let map = Mapped::map(&file).unwrap();
         assert!(map.resident(&(4_000..5_001)).is_none());
         assert!(map.resident(&(10..10)).is_none());
         assert!(map.resident(&(u64::MAX - 1..u64::MAX)).is_none());
@@ -145,12 +149,7 @@ mod tests {
 
     #[test]
     fn pages_the_page_cache_dropped_are_not_handed_out() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let mut f = File::create(&path).unwrap();
-        f.write_all(&vec![3u8; 64 * 1024]).unwrap();
-        f.sync_all().unwrap();
-        let file = File::open(&path).unwrap();
+        let (_dir, _, file) = file_of(&[3u8; 64 * 1024]);
         let map = Mapped::map(&file).unwrap();
         assert!(map.resident(&(0..65_536)).is_some());
         // Clean pages leave the page cache on request (the temporary
@@ -161,13 +160,8 @@ mod tests {
 
     #[test]
     fn the_mapping_outlives_the_file_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        File::create(&path)
-            .unwrap()
-            .write_all(b"still here")
-            .unwrap();
-        let map = Mapped::map(&File::open(&path).unwrap()).unwrap();
+        let (_dir, path, file) = file_of(b"still here");
+        let map = Mapped::map(&file).unwrap();
         let bytes = map.resident(&(0..10)).unwrap();
         drop(map);
         std::fs::remove_file(&path).unwrap();

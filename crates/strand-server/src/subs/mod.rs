@@ -444,17 +444,23 @@ impl Subscriptions {
         .await
     }
 
+    /// The streams written since the dispatcher last took them; `take`
+    /// empties the set (the dispatcher's pass).
+    fn written_names(&self, take: bool) -> Vec<String> {
+        match self.dirty.lock() {
+            Ok(mut dirty) if take => std::mem::take(&mut *dirty).into_iter().collect(),
+            Ok(dirty) => dirty.iter().cloned().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// Links every stream written so far on this node that the
     /// dispatcher has not linked yet, leaving the written names to it (it
     /// still wakes their subscriptions): a claim right after an append
     /// finds the appended stream's work.
     pub async fn link_written(&self) -> Result<(), ApiError> {
         let _linking = self.linking.lock().await;
-        let names: Vec<String> = match self.dirty.lock() {
-            Ok(dirty) => dirty.iter().cloned().collect(),
-            Err(_) => Vec::new(),
-        };
-        self.link(&names).await
+        self.link(&self.written_names(false)).await
     }
 
     /// The dispatcher: runs until `shutdown` turns true.
@@ -483,10 +489,7 @@ impl Subscriptions {
     /// wakes. Returns how soon the next lease ends.
     async fn pass(self: &Arc<Self>) -> Result<Option<Duration>, ApiError> {
         let linking = self.linking.lock().await;
-        let dirty: Vec<String> = match self.dirty.lock() {
-            Ok(mut dirty) => std::mem::take(&mut *dirty).into_iter().collect(),
-            Err(_) => Vec::new(),
-        };
+        let dirty = self.written_names(true);
         // Link: new matches of written streams.
         self.link(&dirty).await?;
         drop(linking);
