@@ -358,12 +358,7 @@ impl GroupCore {
                     },
                     Some(payload),
                 ) if next_offset.checked_sub(*offset) == u64::try_from(payload.len()).ok() => {
-                    let notice = AppendNotice {
-                        offset: *offset,
-                        next_offset: *next_offset,
-                        payload,
-                        closed: *closed,
-                    };
+                    let notice = AppendNotice::new(*offset, *next_offset, payload, *closed);
                     self.waiters.wake_appended(&id, &notice);
                 }
                 _ => self.waiters.wake(&id),

@@ -63,4 +63,4 @@ pub use remote::{
 };
 pub use replica::{FlushedPiece, Reclaimed, SegmentPeers, SegmentReplica};
 pub use start::GroupLink;
-pub use waiters::AppendNotice;
+pub use waiters::{AppendNotice, NoticeRendering};

@@ -4,7 +4,9 @@
 //! tail that an append extends is handed the appended bytes with its wake,
 //! so it need not come back to the group to read them.
 
+use std::any::Any;
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use strand::BucketStreamId;
@@ -24,6 +26,58 @@ pub struct AppendNotice {
     pub payload: Bytes,
     /// Whether the append closed the stream.
     pub closed: bool,
+    /// What the first reader woken with this notice made of it, for the
+    /// others to reuse ([`NoticeRendering`]).
+    pub rendering: NoticeRendering,
+}
+
+impl AppendNotice {
+    /// A notice of `payload` appended at `offset`, not rendered yet.
+    pub fn new(offset: u64, next_offset: u64, payload: Bytes, closed: bool) -> Self {
+        Self {
+            offset,
+            next_offset,
+            payload,
+            closed,
+            rendering: NoticeRendering::default(),
+        }
+    }
+}
+
+/// A rendering of one [`AppendNotice`], made once by the first reader that
+/// needs it and shared by every reader woken with the same notice (every
+/// clone of a notice shares it): an HTTP server encodes an append's
+/// server-sent events once for all of a stream's subscribers rather than
+/// once per subscriber. The engine only carries it; what it holds is the
+/// reader's own type.
+///
+/// A rendering follows from the notice, so it takes no part in comparing
+/// notices.
+#[derive(Clone, Default)]
+pub struct NoticeRendering(Arc<OnceLock<Box<dyn Any + Send + Sync>>>);
+
+impl NoticeRendering {
+    /// The rendering, made by `render` unless a reader made one already;
+    /// `None` when the one made is of another type than `T`.
+    pub fn get_or_init<T: Any + Send + Sync>(&self, render: impl FnOnce() -> T) -> Option<&T> {
+        self.0.get_or_init(|| Box::new(render())).downcast_ref()
+    }
+}
+
+impl PartialEq for NoticeRendering {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for NoticeRendering {}
+
+impl std::fmt::Debug for NoticeRendering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NoticeRendering")
+            .field("rendered", &self.0.get().is_some())
+            .finish()
+    }
 }
 
 /// Why a parked reader was woken.
@@ -215,24 +269,51 @@ mod tests {
         let (behind, mut rx_behind) = oneshot::channel();
         w.park(&a, 5, WaiterTx::Once(at_tail));
         w.park(&a, 3, WaiterTx::Once(behind));
-        let notice = AppendNotice {
-            offset: 5,
-            next_offset: 7,
-            payload: Bytes::from_static(b"xy"),
-            closed: false,
-        };
+        let notice = AppendNotice::new(5, 7, Bytes::from_static(b"xy"), false);
         w.wake_appended(&a, &notice);
         assert_eq!(rx_tail.try_recv(), Ok(Wake::Appended(notice)));
         assert_eq!(rx_behind.try_recv(), Ok(Wake::Changed));
     }
 
     fn notice(offset: u64, next_offset: u64, closed: bool) -> AppendNotice {
-        AppendNotice {
+        AppendNotice::new(
             offset,
             next_offset,
-            payload: Bytes::from(vec![b'x'; (next_offset - offset) as usize]),
+            Bytes::from(vec![b'x'; (next_offset - offset) as usize]),
             closed,
-        }
+        )
+    }
+
+    #[test]
+    fn every_reader_of_a_notice_shares_one_rendering() {
+        let mut w = Waiters::default();
+        let a = BucketStreamId::new("b", "a");
+        let (tx1, mut rx1) = mpsc::channel(SUBSCRIPTION_NOTICES);
+        let (tx2, mut rx2) = mpsc::channel(SUBSCRIPTION_NOTICES);
+        w.park(&a, 5, WaiterTx::Live(tx1));
+        w.park(&a, 5, WaiterTx::Live(tx2));
+        w.wake_appended(&a, &notice(5, 7, false));
+        let (Ok(Wake::Appended(first)), Ok(Wake::Appended(second))) =
+            (rx1.try_recv(), rx2.try_recv())
+        else {
+            panic!("both subscriptions get the notice");
+        };
+        let mut made = 0;
+        let one = first.rendering.get_or_init(|| {
+            made += 1;
+            String::from("event")
+        });
+        assert_eq!(one.map(String::as_str), Some("event"));
+        let two = second.rendering.get_or_init(|| {
+            made += 1;
+            String::from("again")
+        });
+        assert_eq!(two.map(String::as_str), Some("event"), "made once");
+        assert_eq!(made, 1);
+        // Another type than the one made is refused, not confused.
+        assert_eq!(second.rendering.get_or_init(|| 7_u32), None);
+        // A new notice starts unrendered.
+        assert!(format!("{:?}", notice(7, 9, false).rendering).contains("rendered: false"));
     }
 
     #[test]

@@ -412,6 +412,11 @@ impl SseSession {
                 };
                 match outcome {
                     WaitOutcome::Changed => self.subscription = None,
+                    WaitOutcome::Appended(notice)
+                        if !notice.closed && !notice.payload.is_empty() =>
+                    {
+                        return Some(self.shared_events(&notice));
+                    }
                     WaitOutcome::Appended(notice) => {
                         self.pending = Some(notice_read(notice, self.content_type.clone()));
                     }
@@ -445,21 +450,7 @@ impl SseSession {
             // Room for the control event; a data event reserves its own.
             let mut out = BytesMut::with_capacity(CONTROL_EVENT_BYTES);
             if !page.empty {
-                let payload = match page.body {
-                    PageBody::Rendered(b) => b,
-                    PageBody::Slices(slices) => concat(slices),
-                };
-                match self.encoding {
-                    DataEncoding::Base64 => {
-                        let text = base64::engine::general_purpose::STANDARD.encode(&payload);
-                        out.reserve(text.len() + DATA_EVENT_OVERHEAD);
-                        sse::push_event(&mut out, "data", text.as_bytes());
-                    }
-                    DataEncoding::Text | DataEncoding::Json => {
-                        out.reserve(payload.len() + DATA_EVENT_OVERHEAD);
-                        sse::push_event(&mut out, "data", &payload)
-                    }
-                }
+                push_data(&mut out, self.encoding, page.body);
             }
             let closed_end = page.closed && page.up_to_date;
             let mut events = u64::from(!page.empty);
@@ -482,11 +473,109 @@ impl SseSession {
 
     /// Appends a control event at `next_offset`, with the next cursor.
     fn push_control(&self, out: &mut BytesMut, next_offset: u64, up_to_date: bool, closed: bool) {
-        let next = offsets::render(next_offset);
-        let cursor = next_cursor(self.state.engine.now_ms(), self.cursor.as_deref()).to_string();
-        let control = sse::control_json(&next, Some(&cursor), up_to_date, closed);
-        sse::push_event(out, "control", control.as_bytes());
+        push_control(out, next_offset, self.next_cursor(), up_to_date, closed);
     }
+
+    fn next_cursor(&self) -> u64 {
+        next_cursor(self.state.engine.now_ms(), self.cursor.as_deref())
+    }
+
+    /// The events of an append the subscription handed over, which left
+    /// the reader up to date: its data event and a control event. The
+    /// first subscriber woken with the notice encodes both; every other
+    /// one sends the same bytes when its control event would be the same
+    /// (its cursor is: the usual case, every reader that sent no cursor,
+    /// within one cursor interval), else the shared data event and a
+    /// control event of its own.
+    fn shared_events(&mut self, notice: &AppendNotice) -> Bytes {
+        let cursor = self.next_cursor();
+        let shared = notice.rendering.get_or_init(|| {
+            SharedEvents::render(self.encoding, &self.content_type, notice, cursor)
+        });
+        self.offset = notice.next_offset;
+        self.announced = true;
+        self.caught_up = true;
+        self.state.metrics.sse_events(2);
+        let data = match shared {
+            Some(shared) if shared.encoding == self.encoding => {
+                if shared.cursor == cursor {
+                    return shared.bytes.clone();
+                }
+                shared.bytes.slice(..shared.data_len)
+            }
+            // A rendering of another encoding (not seen: a notice reaches
+            // the readers of one stream): this reader's own.
+            _ => {
+                return SharedEvents::render(self.encoding, &self.content_type, notice, cursor)
+                    .bytes;
+            }
+        };
+        let mut out = BytesMut::with_capacity(data.len() + CONTROL_EVENT_BYTES);
+        out.extend_from_slice(&data);
+        push_control(&mut out, notice.next_offset, cursor, true, false);
+        out.freeze()
+    }
+}
+
+/// An append's events as its subscribers receive them: the data event,
+/// then the control event that leaves a reader up to date at the append's
+/// end ([`SseSession::shared_events`]).
+struct SharedEvents {
+    /// Both events.
+    bytes: Bytes,
+    /// Bytes of the data event (the rest is the control event).
+    data_len: usize,
+    /// The cursor the control event carries.
+    cursor: u64,
+    encoding: DataEncoding,
+}
+
+impl SharedEvents {
+    fn render(
+        encoding: DataEncoding,
+        content_type: &str,
+        notice: &AppendNotice,
+        cursor: u64,
+    ) -> Self {
+        let page = page_of(notice_read(notice.clone(), content_type.to_owned()));
+        let mut out = BytesMut::with_capacity(CONTROL_EVENT_BYTES);
+        push_data(&mut out, encoding, page.body);
+        let data_len = out.len();
+        push_control(&mut out, notice.next_offset, cursor, true, false);
+        Self {
+            bytes: out.freeze(),
+            data_len,
+            cursor,
+            encoding,
+        }
+    }
+}
+
+/// Appends the data event of a page's body.
+fn push_data(out: &mut BytesMut, encoding: DataEncoding, body: PageBody) {
+    let payload = match body {
+        PageBody::Rendered(b) => b,
+        PageBody::Slices(slices) => concat(slices),
+    };
+    match encoding {
+        DataEncoding::Base64 => {
+            let text = base64::engine::general_purpose::STANDARD.encode(&payload);
+            out.reserve(text.len() + DATA_EVENT_OVERHEAD);
+            sse::push_event(out, "data", text.as_bytes());
+        }
+        DataEncoding::Text | DataEncoding::Json => {
+            out.reserve(payload.len() + DATA_EVENT_OVERHEAD);
+            sse::push_event(out, "data", &payload);
+        }
+    }
+}
+
+/// Appends a control event at `next_offset` carrying `cursor`.
+fn push_control(out: &mut BytesMut, next_offset: u64, cursor: u64, up_to_date: bool, closed: bool) {
+    let next = offsets::render(next_offset);
+    let cursor = cursor.to_string();
+    let control = sse::control_json(&next, Some(&cursor), up_to_date, closed);
+    sse::push_event(out, "control", control.as_bytes());
 }
 
 fn concat(slices: Vec<Bytes>) -> Bytes {

@@ -236,6 +236,73 @@ async fn sse_text_lines_that_begin_with_spaces_keep_them() {
     s.stop().await;
 }
 
+/// The first subscriber woken with an append encodes its events for all
+/// of them; one whose cursor differs gets the same data event and a
+/// control event of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_of_a_stream_share_its_events_and_keep_their_cursors() {
+    let s = TestServer::start_with(|c| c.long_poll_timeout_ms = 5_000).await;
+    s.put("/v1/stream/fan")
+        .header("content-type", "application/octet-stream")
+        .send()
+        .await;
+    let tail = off(0);
+    let mut readers = Vec::new();
+    for cursor in ["", "&cursor=999999999", ""] {
+        let response = s
+            .get(&format!("/v1/stream/fan?offset={tail}&live=sse{cursor}"))
+            .open()
+            .await;
+        readers.push(tokio::spawn(read_sse(
+            response,
+            Duration::from_secs(3),
+            |t| t.matches("event: data").count() >= 2 && t.matches("event: control").count() >= 3,
+        )));
+    }
+    s.parked(3).await;
+    s.post("/v1/stream/fan")
+        .header("content-type", "application/octet-stream")
+        .body(vec![0u8, 255, 10])
+        .send()
+        .await;
+    s.post("/v1/stream/fan")
+        .header("content-type", "application/octet-stream")
+        .body(b"\n z".to_vec())
+        .send()
+        .await;
+    let mut texts = Vec::new();
+    for reader in readers {
+        texts.push(reader.await.unwrap());
+    }
+    let cursors: Vec<Vec<u64>> = texts
+        .iter()
+        .map(|t| {
+            t.split("\"streamCursor\":\"")
+                .skip(1)
+                .map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap())
+                .collect()
+        })
+        .collect();
+    for (text, cursors) in texts.iter().zip(&cursors) {
+        let first = text.find("event: data").unwrap_or_else(|| panic!("{text}"));
+        let events = &text[first..];
+        let expected = format!(
+            "event: data\ndata:AP8K\n\nevent: control\ndata:{{\"streamNextOffset\":\"{}\",\"streamCursor\":\"{}\",\"upToDate\":true}}\n\n\
+             event: data\ndata:CiB6\n\nevent: control\ndata:{{\"streamNextOffset\":\"{}\",\"streamCursor\":\"{}\",\"upToDate\":true}}\n\n",
+            off(3),
+            cursors[1],
+            off(6),
+            cursors[2],
+        );
+        assert_eq!(events, expected);
+    }
+    // The reader that sent a cursor got later ones than it sent; the
+    // others got the current interval's.
+    assert!(cursors[1].iter().all(|&c| c > 999_999_999), "{cursors:?}");
+    assert!(cursors[0].iter().all(|&c| c < 999_999_999), "{cursors:?}");
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_json_events_are_arrays_and_empty_streams_announce_their_offset() {
     let s = TestServer::start().await;
