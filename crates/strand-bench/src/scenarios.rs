@@ -1,6 +1,7 @@
 //! The five scenarios. Each is bounded in time and in count, and returns
 //! its figures as a JSON object.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -349,6 +350,7 @@ async fn writes(
         tasks.push(tokio::spawn(async move {
             let mut conn = Conn::open(addr).await?;
             let mut lat = Latencies::default();
+            let mut failed = BTreeMap::<String, u64>::new();
             let producer_id = format!("writer-{w}");
             let mut seq = 0u64;
             let mut last_send = Instant::now();
@@ -383,17 +385,27 @@ async fn writes(
                         appends.fetch_add(count, Ordering::Relaxed);
                         seq += 1;
                     }
-                    _ => {
+                    Ok(r) => {
                         errors.fetch_add(1, Ordering::Relaxed);
+                        *failed.entry(r.status.as_u16().to_string()).or_default() += 1;
+                    }
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        *failed.entry("connection".to_owned()).or_default() += 1;
                     }
                 }
             }
-            Ok::<Latencies, String>(lat)
+            Ok::<_, String>((lat, failed))
         }));
     }
     let mut lat = Latencies::default();
+    let mut failed = BTreeMap::<String, u64>::new();
     for t in tasks {
-        lat.extend(t.await.map_err(|e| e.to_string())??);
+        let (own, own_failed) = t.await.map_err(|e| e.to_string())??;
+        lat.extend(own);
+        for (kind, n) in own_failed {
+            *failed.entry(kind).or_default() += n;
+        }
     }
     let elapsed = started.elapsed().as_secs_f64();
     let cpu_after = cpu(pid);
@@ -412,6 +424,8 @@ async fn writes(
         "requests": requests.load(Ordering::Relaxed),
         "appends": appends,
         "errors": errors.load(Ordering::Relaxed),
+        // The failed requests by status code (or `connection`).
+        "errors_by_kind": failed,
         "appends_per_s": (appends as f64 / elapsed).round(),
         "p50_ms": lat.percentile_ms(50.0),
         "p90_ms": lat.percentile_ms(90.0),
