@@ -49,6 +49,8 @@ pub struct HotBudget {
     sample: Mutex<(u64, u64)>,
     refused: AtomicU64,
     pressure: Notify,
+    /// Told of every sample ([`HotBudget::sampled`]).
+    samples: Notify,
 }
 
 impl HotBudget {
@@ -61,6 +63,7 @@ impl HotBudget {
             sample: Mutex::new((0, 0)),
             refused: AtomicU64::new(0),
             pressure: Notify::new(),
+            samples: Notify::new(),
         }
     }
 
@@ -152,6 +155,17 @@ impl HotBudget {
         if completed >= g.1 {
             *g = (hot, completed);
         }
+        drop(g);
+        self.samples.notify_waiters();
+    }
+
+    /// A future that resolves at the next sample recorded after this call
+    /// (a write refused now may fit then); it is registered at once, so a
+    /// sample between this call and its first poll is not missed.
+    pub fn sampled(&self) -> impl std::future::Future<Output = ()> + '_ {
+        let mut notified = Box::pin(self.samples.notified());
+        notified.as_mut().enable();
+        notified
     }
 
     /// Writes refused so far.

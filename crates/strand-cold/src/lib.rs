@@ -408,6 +408,37 @@ impl ColdTier {
         })
     }
 
+    /// [`admit`](Self::admit), but a write that finds a limit reached
+    /// while the tier is flushing (not failing) waits for the flushes to
+    /// make room, up to `wait`: each sample of the hot bytes (every
+    /// `sample_interval`, and after every flush) tries again. Under a
+    /// burst, writes then slow down rather than fail.
+    ///
+    /// # Errors
+    /// As [`admit`](Self::admit), once `wait` has passed, at once for a
+    /// body that never fits or while the tier below is failing.
+    pub async fn admit_waiting(
+        &self,
+        group: usize,
+        bytes: u64,
+        wait: Duration,
+    ) -> Result<TierAdmission<'_>, Refusal> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Registered before the attempt: a sample right after a
+            // refusal still wakes this write.
+            let sampled = self.shared.budget.sampled();
+            match self.admit(group, bytes) {
+                Err(Refusal::NodeFull | Refusal::GroupFull) if !self.failing() => {
+                    if tokio::time::timeout_at(deadline, sampled).await.is_err() {
+                        return self.admit(group, bytes);
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// [`admit`](Self::admit), as an admission that owns what it needs.
     ///
     /// # Errors

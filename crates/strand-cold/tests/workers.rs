@@ -360,3 +360,46 @@ async fn the_cold_report_keeps_its_shape() {
     drop(admitted);
     engine.shutdown().await;
 }
+
+/// A write that finds the hot memory full waits for the next sample that
+/// shows room, and is refused only once its wait has passed.
+#[tokio::test]
+async fn a_write_waits_for_room_then_is_refused() {
+    let backend: SharedBackend = Arc::new(ObjectStoreBackend::memory());
+    let tier = ColdTier::new(
+        backend,
+        ColdConfig {
+            max_hot_bytes: Some(1000),
+            ..config()
+        },
+    );
+    let held = tier.admit(0, 900).unwrap();
+    // Nothing makes room: refused once the wait has passed.
+    assert_eq!(
+        tier.admit_waiting(0, 200, Duration::from_millis(50))
+            .await
+            .unwrap_err(),
+        strand_cold::Refusal::NodeFull
+    );
+    // The held write finishes and a sample shows the room: the waiting
+    // write goes in then, long before its wait ends.
+    let budget = tier.budget();
+    let (waited, ()) = tokio::join!(
+        tier.admit_waiting(0, 200, Duration::from_secs(600)),
+        async {
+            drop(held);
+            let completed = budget.sample_start();
+            budget.record_sample(0, completed);
+        }
+    );
+    let admitted = waited.unwrap();
+    assert_eq!(budget.estimate(), 200);
+    drop(admitted);
+    // A body that never fits is refused at once, without waiting.
+    assert_eq!(
+        tier.admit_waiting(0, 1001, Duration::from_secs(600))
+            .await
+            .unwrap_err(),
+        strand_cold::Refusal::NodeTooLarge
+    );
+}

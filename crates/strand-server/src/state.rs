@@ -94,13 +94,21 @@ pub enum Plane {
     Admin,
 }
 
+/// How long a write that finds the hot memory full waits for the flushes
+/// to make room before it is refused: a burst slows writers down rather
+/// than failing them, and a node that cannot keep up still answers 503
+/// within this bound (the body waits in memory meanwhile, bounded by the
+/// connection and body limits).
+pub const HOT_FULL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Shared {
     /// Lets a write of `bytes` hot bytes into the group of `id` in under
-    /// `--max-hot-bytes` and `--max-group-hot-bytes`, or refuses it with
+    /// `--max-hot-bytes` and `--max-group-hot-bytes`, waiting up to
+    /// [`HOT_FULL_WAIT`] for the flushes to make room, or refuses it with
     /// 503 and `Retry-After: 1` while flushing catches up (413 when it
     /// could never fit), or with 507 while the data directory's disk is
     /// within `--min-free-disk-bytes` of full.
-    pub fn admit(
+    pub async fn admit(
         &self,
         id: &BucketStreamId,
         bytes: usize,
@@ -130,7 +138,7 @@ impl Shared {
         let Some(cold) = &self.cold else {
             return Ok(None);
         };
-        let (status, message) = match cold.admit(group, bytes) {
+        let (status, message) = match cold.admit_waiting(group, bytes, HOT_FULL_WAIT).await {
             Ok(admission) => return Ok(Some(admission)),
             Err(refusal) => refused(cold, refusal),
         };

@@ -224,7 +224,7 @@ async fn append_batch(
         });
     let body = read_limited(body, state.config.max_body_bytes).await?;
     let frames = split_frames(&body)?;
-    let _admission = state.admit(&id, body.len())?;
+    let _admission = state.admit(&id, body.len()).await?;
     let lengths: Vec<u64> = frames
         .iter()
         .map(|f| u64::try_from(f.len()).unwrap_or(u64::MAX))
@@ -350,7 +350,7 @@ async fn transaction(state: &AppState, bucket: &str, affinity: &str, body: Body)
         affinity: affinity.to_owned(),
     }
     .placement();
-    let _admission = state.admit(&placement, bytes.len())?;
+    let _admission = state.admit(&placement, bytes.len()).await?;
     let outcome = state.engine.transaction(&placement, commands).await?;
     let responses = outcome.map_err(|e| machine(&e))?;
     let results: Vec<serde_json::Value> = ids

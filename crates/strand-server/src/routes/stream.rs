@@ -162,7 +162,7 @@ async fn create(
         attrs: attrs.clone(),
         now_ms,
     };
-    let _admission = state.admit(&target.id, initial_len)?;
+    let _admission = state.admit(&target.id, initial_len).await?;
     let mut response = state.engine.create_stream(command.clone(), true).await?;
     if attrs != given_attrs && predates_names(state, &target.id, attrs, &response).await? {
         let mut command = command;
@@ -424,7 +424,7 @@ async fn append(
     };
     let has_producer = producer.is_some();
     let payload_len = payload.len();
-    let _admission = state.admit(&target.id, payload_len)?;
+    let _admission = state.admit(&target.id, payload_len).await?;
     let outcome = state
         .engine
         .write(WriteRequest {
