@@ -260,16 +260,13 @@ async fn subscribers_of_a_stream_share_its_events_and_keep_their_cursors() {
         )));
     }
     s.parked(3).await;
-    s.post("/v1/stream/fan")
-        .header("content-type", "application/octet-stream")
-        .body(vec![0u8, 255, 10])
-        .send()
-        .await;
-    s.post("/v1/stream/fan")
-        .header("content-type", "application/octet-stream")
-        .body(b"\n z".to_vec())
-        .send()
-        .await;
+    for body in [vec![0u8, 255, 10], b"\n z".to_vec()] {
+        s.post("/v1/stream/fan")
+            .header("content-type", "application/octet-stream")
+            .body(body)
+            .send()
+            .await;
+    }
     let mut texts = Vec::new();
     for reader in readers {
         texts.push(reader.await.unwrap());
