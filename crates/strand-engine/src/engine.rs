@@ -110,12 +110,28 @@ impl Subscription {
     pub async fn next(&mut self, timeout: Duration) -> WaitOutcome {
         match tokio::time::timeout(timeout, self.rx.recv()).await {
             Err(_) => WaitOutcome::TimedOut,
-            Ok(Some(Wake::Appended(notice))) if notice.offset == self.offset => {
+            Ok(wake) => self.outcome(wake),
+        }
+    }
+
+    /// [`next`](Self::next) with no timeout of its own, for a reader that
+    /// keeps one timer across many events (waiting with a new timeout for
+    /// each event registers a timer each time); never
+    /// [`WaitOutcome::TimedOut`]. Cancel-safe: a notice is taken only
+    /// when the future completes.
+    pub async fn next_event(&mut self) -> WaitOutcome {
+        let wake = self.rx.recv().await;
+        self.outcome(wake)
+    }
+
+    fn outcome(&mut self, wake: Option<Wake>) -> WaitOutcome {
+        match wake {
+            Some(Wake::Appended(notice)) if notice.offset == self.offset => {
                 self.offset = notice.next_offset;
                 WaitOutcome::Appended(notice)
             }
-            Ok(Some(Wake::Appended(_) | Wake::Changed) | None) => WaitOutcome::Changed,
-            Ok(Some(Wake::Shutdown)) => WaitOutcome::Shutdown,
+            Some(Wake::Appended(_) | Wake::Changed) | None => WaitOutcome::Changed,
+            Some(Wake::Shutdown) => WaitOutcome::Shutdown,
         }
     }
 }

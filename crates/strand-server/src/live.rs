@@ -2,6 +2,8 @@
 //! (spec 08 §6–§8, §25). A live reader parks on its stream in the engine
 //! and costs nothing until that stream changes.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -315,6 +317,9 @@ pub(crate) async fn sse(state: &AppState, target: &StreamRequest, query: ReadQue
     let permit = permit(state, target, "sse")?;
     let encoding = DataEncoding::for_content_type(&first.content_type);
     let content_type = first.content_type.clone();
+    let now = tokio::time::Instant::now();
+    let ends = now + Duration::from_millis(state.config.sse_max_duration_ms.max(1));
+    let mut shutdown = state.shutdown.clone();
     let session = SseSession {
         state: state.clone(),
         target: StreamRequest {
@@ -334,7 +339,14 @@ pub(crate) async fn sse(state: &AppState, target: &StreamRequest, query: ReadQue
         announced: false,
         caught_up: false,
         subscription: None,
-        started: Instant::now(),
+        ends,
+        last_sent: now,
+        idle: Box::pin(tokio::time::sleep_until(
+            (now + state.config.long_poll_timeout()).min(ends),
+        )),
+        shutdown: Box::pin(async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        }),
         _permit: permit,
     };
     let stream = futures_util::stream::unfold(session, |mut s| async move {
@@ -372,18 +384,33 @@ struct SseSession {
     caught_up: bool,
     /// Parked at `offset` in the stream's group, while the reader keeps up.
     subscription: Option<strand_engine::Subscription>,
-    started: Instant,
+    /// When the response ends (`--sse-max-duration-ms`).
+    ends: tokio::time::Instant,
+    /// When the last chunk went out: a control event follows a quiet
+    /// `long_poll_timeout` after it.
+    last_sent: tokio::time::Instant,
+    /// Fires at the next quiet deadline (or `ends`), or earlier: it is
+    /// not moved for each event, only re-armed when it fires early.
+    idle: Pin<Box<tokio::time::Sleep>>,
+    /// Resolves once the server shuts down.
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
     _permit: LivePermit,
 }
 
 impl SseSession {
     /// The next bytes to send, or `None` to end the response.
     async fn next_chunk(&mut self) -> Option<Bytes> {
+        let chunk = self.next_chunk_inner().await;
+        if chunk.is_some() {
+            self.last_sent = tokio::time::Instant::now();
+        }
+        chunk
+    }
+
+    async fn next_chunk_inner(&mut self) -> Option<Bytes> {
         if self.done {
             return None;
         }
-        let mut shutdown = self.state.shutdown.clone();
-        let max = Duration::from_millis(self.state.config.sse_max_duration_ms.max(1));
         loop {
             if self.caught_up {
                 // Wait on the stream's subscription right away: the group
@@ -392,11 +419,9 @@ impl SseSession {
                 // reader keeps up each append's bytes come without asking
                 // the group again.
                 self.caught_up = false;
-                let elapsed = self.started.elapsed();
-                if elapsed >= max || *shutdown.borrow() {
+                if tokio::time::Instant::now() >= self.ends {
                     return None;
                 }
-                let timeout = self.state.config.long_poll_timeout().min(max - elapsed);
                 let subscription = match self.subscription.as_mut() {
                     Some(subscription) => subscription,
                     None => self.subscription.insert(
@@ -406,9 +431,28 @@ impl SseSession {
                             .ok()?,
                     ),
                 };
-                let outcome = tokio::select! {
-                    outcome = subscription.next(timeout) => outcome,
-                    _ = shutdown.changed() => WaitOutcome::Shutdown,
+                // The shutdown signal and the idle timer live as long as
+                // the session: an event registers no waiter and no timer
+                // anew. The timer is re-armed only when it fires early
+                // (events came since it was set).
+                let idle = self.state.config.long_poll_timeout();
+                let outcome = loop {
+                    tokio::select! {
+                        outcome = subscription.next_event() => break outcome,
+                        () = self.shutdown.as_mut() => break WaitOutcome::Shutdown,
+                        () = self.idle.as_mut() => {
+                            let now = tokio::time::Instant::now();
+                            if now >= self.ends {
+                                return None;
+                            }
+                            let due = (self.last_sent + idle).min(self.ends);
+                            if now >= due {
+                                self.idle.as_mut().reset((now + idle).min(self.ends));
+                                break WaitOutcome::TimedOut;
+                            }
+                            self.idle.as_mut().reset(due);
+                        }
+                    }
                 };
                 match outcome {
                     WaitOutcome::Changed => self.subscription = None,

@@ -388,6 +388,59 @@ async fn shutdown_ends_live_reads() {
     assert!(text.starts_with("event: control\n"), "{text}");
 }
 
+/// An SSE response on a quiet stream sends a control event each quiet
+/// `long_poll_timeout`, goes on delivering appends between them, and ends
+/// by itself at `--sse-max-duration-ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_idles_with_controls_and_ends_at_its_maximum_duration() {
+    use http_body_util::BodyExt;
+    let s = TestServer::start_with(|c| {
+        c.long_poll_timeout_ms = 100;
+        c.sse_max_duration_ms = 3_000;
+    })
+    .await;
+    s.put("/v1/stream/q").text("").send().await;
+    let response = s.get("/v1/stream/q?offset=-1&live=sse").open().await;
+    s.parked(1).await;
+    let writer = {
+        let posts: Vec<_> = (0..5)
+            .map(|i| s.post("/v1/stream/q").text(&format!("<{i}>")))
+            .collect();
+        tokio::spawn(async move {
+            for post in posts {
+                // Pacing the writer (the load under test): quiet spells
+                // between appends.
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                assert_eq!(post.send().await.status, StatusCode::NO_CONTENT);
+            }
+        })
+    };
+    // The whole body: it ends by itself, well within this bound.
+    let body = tokio::time::timeout(Duration::from_secs(30), response.into_body().collect())
+        .await
+        .expect("the response ends at its maximum duration")
+        .unwrap()
+        .to_bytes();
+    writer.await.unwrap();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    let data: String = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter(|line| line.starts_with('<'))
+        .collect();
+    assert_eq!(data, "<0><1><2><3><4>", "{text}");
+    // Quiet spells of 100 ms or more before, between and after the
+    // appends each brought a control event with no data event before it.
+    let idle = text
+        .split("\n\n")
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|w| w[0].starts_with("event: control") && w[1].starts_with("event: control"))
+        .count();
+    assert!(idle >= 3, "{text}");
+    s.stop().await;
+}
+
 /// Appends that land while an SSE reader is between events (the reader
 /// parks at once after an up-to-date event, and the group answers that park
 /// at once when the tail moved) are all delivered, in order, exactly once;
