@@ -153,6 +153,7 @@ struct Scenario {
 
 const WRITE_FIGURES: &[(&str, &str, bool)] = &[
     ("appends_per_s", "appends/s", true),
+    ("appended_mib_per_s", "appended MiB/s", true),
     ("p50_ms", "p50 ms", false),
     ("p99_ms", "p99 ms", false),
     ("server_cpu_us_per_append", "server CPU us/append", false),
@@ -299,6 +300,21 @@ fn scenarios(quick: bool, writers: ResidentWriters) -> Vec<Scenario> {
         Scenario {
             name: "writes, client batching (linger 5 ms)".into(),
             args: s(&["writes", "--linger-ms", "5", "--seconds", secs]),
+            figures: WRITE_FIGURES,
+        },
+        Scenario {
+            name: "writes: 8 writers x 64 KiB over 100 streams".into(),
+            args: s(&[
+                "writes",
+                "--streams",
+                "100",
+                "--writers",
+                "8",
+                "--body-bytes",
+                "65536",
+                "--seconds",
+                secs,
+            ]),
             figures: WRITE_FIGURES,
         },
     ];

@@ -427,6 +427,10 @@ async fn writes(
         // The failed requests by status code (or `connection`).
         "errors_by_kind": failed,
         "appends_per_s": (appends as f64 / elapsed).round(),
+        "appended_mib_per_s":
+            (appends as f64 * a.body_bytes as f64 / (1024.0 * 1024.0) / elapsed.max(1e-6) * 10.0)
+                .round()
+                / 10.0,
         "p50_ms": lat.percentile_ms(50.0),
         "p90_ms": lat.percentile_ms(90.0),
         "p99_ms": lat.percentile_ms(99.0),
