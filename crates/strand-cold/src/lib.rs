@@ -136,6 +136,8 @@ pub(crate) struct Shared {
     pub(crate) cache: read::RangeCache,
     /// Loaded message-start sidecars ([`starts`]).
     pub(crate) starts: starts::StartsCache,
+    /// Bytes of the writes waiting for room ([`ColdTier::admit_waiting`]).
+    pub(crate) waiting: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -158,6 +160,33 @@ impl Shared {
             || self
                 .group_budget(group)
                 .is_some_and(HotBudget::under_pressure)
+    }
+}
+
+/// A write's place among the writes waiting for room; leaving it gives
+/// its bytes back.
+struct Waiting<'a> {
+    total: &'a std::sync::atomic::AtomicU64,
+    bytes: u64,
+}
+
+impl<'a> Waiting<'a> {
+    /// Takes `bytes` of `total`, unless that would pass `share`.
+    fn enter(total: &'a std::sync::atomic::AtomicU64, bytes: u64, share: u64) -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        total
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                now.checked_add(bytes).filter(|after| *after <= share)
+            })
+            .ok()
+            .map(|_| Self { total, bytes })
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.total
+            .fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -287,6 +316,7 @@ impl ColdTier {
                 starts: starts::StartsCache::new((config.cache_bytes / 16).max(1024)),
                 config,
                 stats: ColdStats::default(),
+                waiting: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -412,11 +442,15 @@ impl ColdTier {
     /// while the tier is flushing (not failing) waits for the flushes to
     /// make room, up to `wait`: each sample of the hot bytes (every
     /// `sample_interval`, and after every flush) tries again. Under a
-    /// burst, writes then slow down rather than fail.
+    /// burst, writes then slow down rather than fail. The bodies of the
+    /// waiting writes are held in memory, so together they may hold at
+    /// most half the limit (the node's, else the group's); a write past
+    /// that is refused at once.
     ///
     /// # Errors
-    /// As [`admit`](Self::admit), once `wait` has passed, at once for a
-    /// body that never fits or while the tier below is failing.
+    /// As [`admit`](Self::admit), once `wait` has passed; at once for a
+    /// body that never fits, while the tier below is failing, or when the
+    /// waiting writes already hold their share.
     pub async fn admit_waiting(
         &self,
         group: usize,
@@ -424,12 +458,24 @@ impl ColdTier {
         wait: Duration,
     ) -> Result<TierAdmission<'_>, Refusal> {
         let deadline = tokio::time::Instant::now() + wait;
+        let mut waiting: Option<Waiting<'_>> = None;
         loop {
             // Registered before the attempt: a sample right after a
             // refusal still wakes this write.
             let sampled = self.shared.budget.sampled();
             match self.admit(group, bytes) {
-                Err(Refusal::NodeFull | Refusal::GroupFull) if !self.failing() => {
+                Err(refusal @ (Refusal::NodeFull | Refusal::GroupFull)) if !self.failing() => {
+                    if waiting.is_none() {
+                        let share = self
+                            .shared
+                            .budget
+                            .limit()
+                            .or(self.shared.config.max_group_hot_bytes)
+                            .map_or(0, |limit| limit / 2);
+                        waiting = Some(
+                            Waiting::enter(&self.shared.waiting, bytes, share).ok_or(refusal)?,
+                        );
+                    }
                     if tokio::time::timeout_at(deadline, sampled).await.is_err() {
                         return self.admit(group, bytes);
                     }
@@ -437,6 +483,13 @@ impl ColdTier {
                 other => return other,
             }
         }
+    }
+
+    /// Bytes of the writes waiting for room now.
+    pub fn waiting_bytes(&self) -> u64 {
+        self.shared
+            .waiting
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// [`admit`](Self::admit), as an admission that owns what it needs.

@@ -394,7 +394,25 @@ async fn a_write_waits_for_room_then_is_refused() {
     );
     let admitted = waited.unwrap();
     assert_eq!(budget.estimate(), 200);
+    assert_eq!(tier.waiting_bytes(), 0, "its place was given back");
     drop(admitted);
+    let completed = budget.sample_start();
+    budget.record_sample(0, completed);
+    // The waiting writes hold at most half the limit (500 bytes) between
+    // them: with 400 waiting, a write of 200 is refused at once.
+    let held = tier.admit(0, 900).unwrap();
+    let (first, second) = tokio::join!(
+        tier.admit_waiting(0, 400, Duration::from_millis(50)),
+        async {
+            // The first write has taken its place before this runs.
+            assert_eq!(tier.waiting_bytes(), 400);
+            tier.admit_waiting(0, 200, Duration::from_secs(600)).await
+        }
+    );
+    assert_eq!(first.unwrap_err(), strand_cold::Refusal::NodeFull);
+    assert_eq!(second.unwrap_err(), strand_cold::Refusal::NodeFull);
+    assert_eq!(tier.waiting_bytes(), 0);
+    drop(held);
     // A body that never fits is refused at once, without waiting.
     assert_eq!(
         tier.admit_waiting(0, 1001, Duration::from_secs(600))

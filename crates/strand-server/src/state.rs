@@ -97,8 +97,8 @@ pub enum Plane {
 /// How long a write that finds the hot memory full waits for the flushes
 /// to make room before it is refused: a burst slows writers down rather
 /// than failing them, and a node that cannot keep up still answers 503
-/// within this bound (the body waits in memory meanwhile, bounded by the
-/// connection and body limits).
+/// within this bound. The waiting bodies are held in memory, at most half
+/// the hot limit's bytes of them ([`strand_cold::ColdTier::admit_waiting`]).
 pub const HOT_FULL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Shared {
