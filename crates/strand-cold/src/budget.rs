@@ -103,6 +103,20 @@ impl HotBudget {
     /// Lets a write of `bytes` in, or refuses it (the caller answers 503
     /// with `Retry-After`) when the bound would pass the limit.
     pub fn admit(&self, bytes: u64) -> Option<Admission<'_>> {
+        self.admit_counted(bytes, true)
+    }
+
+    /// Counts a write refused after attempts [`admit_counted`] did not
+    /// count (a write that waited for room, [`crate::ColdTier::admit_waiting`]).
+    ///
+    /// [`admit_counted`]: Self::admit_counted
+    pub(crate) fn count_refusal(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// [`admit`](Self::admit); a refusal is counted only when `count`
+    /// says so (a write that will try again is refused once, at its end).
+    pub(crate) fn admit_counted(&self, bytes: u64, count: bool) -> Option<Admission<'_>> {
         let Some(limit) = self.limit else {
             return Some(Admission {
                 budget: self,
@@ -119,7 +133,9 @@ impl HotBudget {
                 self.pressure.notify_waiters();
             }
             if bound > limit {
-                self.refused.fetch_add(1, Ordering::Relaxed);
+                if count {
+                    self.count_refusal();
+                }
                 return None;
             }
             match self.admitted.compare_exchange(

@@ -414,6 +414,17 @@ impl ColdTier {
     /// A body larger than a limit (it never fits), or a limit reached
     /// (the caller answers 503 with `Retry-After` while flushing works).
     pub fn admit(&self, group: usize, bytes: u64) -> Result<TierAdmission<'_>, Refusal> {
+        self.admit_counted(group, bytes, true)
+    }
+
+    /// [`admit`](Self::admit); a full budget counts its refusal only when
+    /// `count` says so.
+    fn admit_counted(
+        &self,
+        group: usize,
+        bytes: u64,
+        count: bool,
+    ) -> Result<TierAdmission<'_>, Refusal> {
         let node = &self.shared.budget;
         let group_budget = self.shared.group_budget(group);
         if node.limit().is_some_and(|limit| bytes > limit) {
@@ -426,12 +437,12 @@ impl ColdTier {
             return Err(Refusal::GroupTooLarge);
         }
         let group = match group_budget {
-            Some(b) => Some(b.admit(bytes).ok_or(Refusal::GroupFull)?),
+            Some(b) => Some(b.admit_counted(bytes, count).ok_or(Refusal::GroupFull)?),
             None => None,
         };
         // Dropping the group's admission on a refusal here marks it done:
         // the group's bound stays valid (it only overcounts).
-        let node = node.admit(bytes).ok_or(Refusal::NodeFull)?;
+        let node = node.admit_counted(bytes, count).ok_or(Refusal::NodeFull)?;
         Ok(TierAdmission {
             _node: node,
             _group: group,
@@ -463,8 +474,9 @@ impl ColdTier {
             // Registered before the attempt: a sample right after a
             // refusal still wakes this write.
             let sampled = self.shared.budget.sampled();
-            match self.admit(group, bytes) {
-                Err(refusal @ (Refusal::NodeFull | Refusal::GroupFull)) if !self.failing() => {
+            // Refusals are counted once, when the write gives up.
+            match self.admit_counted(group, bytes, false) {
+                Err(Refusal::NodeFull | Refusal::GroupFull) if !self.failing() => {
                     if waiting.is_none() {
                         let share = self
                             .shared
@@ -472,14 +484,16 @@ impl ColdTier {
                             .limit()
                             .or(self.shared.config.max_group_hot_bytes)
                             .map_or(0, |limit| limit / 2);
-                        waiting = Some(
-                            Waiting::enter(&self.shared.waiting, bytes, share).ok_or(refusal)?,
-                        );
+                        match Waiting::enter(&self.shared.waiting, bytes, share) {
+                            Some(place) => waiting = Some(place),
+                            None => return self.admit(group, bytes),
+                        }
                     }
                     if tokio::time::timeout_at(deadline, sampled).await.is_err() {
                         return self.admit(group, bytes);
                     }
                 }
+                Err(Refusal::NodeFull | Refusal::GroupFull) => return self.admit(group, bytes),
                 other => return other,
             }
         }

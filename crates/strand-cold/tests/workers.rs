@@ -413,6 +413,9 @@ async fn a_write_waits_for_room_then_is_refused() {
     assert_eq!(second.unwrap_err(), strand_cold::Refusal::NodeFull);
     assert_eq!(tier.waiting_bytes(), 0);
     drop(held);
+    // Each write that gave up counts once, however often it tried: the
+    // first wait's write and these two.
+    assert_eq!(budget.refused(), 3);
     // A body that never fits is refused at once, without waiting.
     assert_eq!(
         tier.admit_waiting(0, 1001, Duration::from_secs(600))

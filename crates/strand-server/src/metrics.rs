@@ -344,6 +344,21 @@ async fn scrape(sources: Sources<'_>) -> Registry {
     );
     if let Some(cold) = sources.cold {
         cold_metrics(&mut r, cold.stats());
+        let report = cold.report();
+        counter(
+            &mut r,
+            "hot_refused_writes",
+            "Writes refused with 503 because the node's or a group's hot memory stayed full",
+            report
+                .refused_writes
+                .saturating_add(report.group_refused_writes),
+        );
+        gauge(
+            &mut r,
+            "hot_waiting_write_bytes",
+            "Bytes of the writes waiting for the hot memory to make room",
+            cold.waiting_bytes(),
+        );
     }
     if let Some(raft) = sources.raft {
         raft_metrics(&mut r, raft);

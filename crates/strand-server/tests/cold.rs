@@ -964,6 +964,8 @@ async fn a_group_over_its_hot_limit_refuses_writes_until_it_flushes() {
     assert_eq!(refused.h("retry-after"), Some("1"));
     assert!(refused.text().contains("--max-group-hot-bytes"));
     assert_eq!(len, LIMIT);
+    // Counted once, however often it tried while it waited for room.
+    assert_eq!(cold.report().group_refused_writes, 1);
     // Another group is not held back; a body over the limit never fits.
     assert_eq!(
         append(other, 0, PIECE).send().await.status,

@@ -266,6 +266,9 @@ async fn a_durable_node_reports_its_log_and_groups() {
     assert!(samples(&scrape, "strand_raft_messages_sent_total", &[]).is_empty());
     // The cold tier (local segments by default) reports its counters.
     assert_eq!(value(&scrape, "strand_cold_store_failures_total", &[]), 0.0);
+    // Its hot budget refused nothing and holds no waiting write.
+    assert_eq!(value(&scrape, "strand_hot_refused_writes_total", &[]), 0.0);
+    assert_eq!(value(&scrape, "strand_hot_waiting_write_bytes", &[]), 0.0);
     drop(server);
 }
 
