@@ -106,14 +106,6 @@ impl HotBudget {
         self.admit_counted(bytes, true)
     }
 
-    /// Counts a write refused after attempts [`admit_counted`] did not
-    /// count (a write that waited for room, [`crate::ColdTier::admit_waiting`]).
-    ///
-    /// [`admit_counted`]: Self::admit_counted
-    pub(crate) fn count_refusal(&self) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// [`admit`](Self::admit); a refusal is counted only when `count`
     /// says so (a write that will try again is refused once, at its end).
     pub(crate) fn admit_counted(&self, bytes: u64, count: bool) -> Option<Admission<'_>> {
@@ -134,7 +126,7 @@ impl HotBudget {
             }
             if bound > limit {
                 if count {
-                    self.count_refusal();
+                    self.refused.fetch_add(1, Ordering::Relaxed);
                 }
                 return None;
             }
