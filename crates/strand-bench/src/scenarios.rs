@@ -324,7 +324,6 @@ async fn writes(
     let body = Bytes::from(vec![b'x'; a.body_bytes]);
     let appends = Arc::new(AtomicU64::new(0));
     let requests = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
     let duration = Duration::from_secs(a.seconds.max(1));
     let counted: Vec<SocketAddr> = addrs.iter().chain(stats).copied().collect();
     let log_before = log_counters(&counted).await;
@@ -340,11 +339,7 @@ async fn writes(
         let path = streams[w % streams.len()].clone();
         let addr = addrs[w % addrs.len()];
         let body = body.clone();
-        let (appends, requests, errors) = (
-            Arc::clone(&appends),
-            Arc::clone(&requests),
-            Arc::clone(&errors),
-        );
+        let (appends, requests) = (Arc::clone(&appends), Arc::clone(&requests));
         let producer = a.producer || batching;
         let (linger, app_rate) = (Duration::from_millis(a.linger_ms), a.app_rate);
         tasks.push(tokio::spawn(async move {
@@ -386,11 +381,9 @@ async fn writes(
                         seq += 1;
                     }
                     Ok(r) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
                         *failed.entry(r.status.as_u16().to_string()).or_default() += 1;
                     }
                     Err(_) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
                         *failed.entry("connection".to_owned()).or_default() += 1;
                     }
                 }
@@ -423,7 +416,7 @@ async fn writes(
         "seconds": elapsed,
         "requests": requests.load(Ordering::Relaxed),
         "appends": appends,
-        "errors": errors.load(Ordering::Relaxed),
+        "errors": failed.values().sum::<u64>(),
         // The failed requests by status code (or `connection`).
         "errors_by_kind": failed,
         "appends_per_s": (appends as f64 / elapsed).round(),

@@ -35,6 +35,7 @@ pub mod json_mode;
 pub mod limits;
 mod listing;
 mod live;
+mod log_limit;
 pub mod metrics;
 mod names;
 pub mod offsets;
@@ -397,7 +398,7 @@ pub async fn serve_with_cold(
         connections: Arc::new(tokio::sync::Semaphore::new(
             state.config.max_connections.max(1),
         )),
-        refusals: Arc::new(RefusalLog::default()),
+        refusals: Arc::new(log_limit::LogLimit::new(1_000)),
         graceful: GracefulShutdown::new(),
         tls,
         timeouts: state.config.timeouts(),
@@ -432,39 +433,12 @@ pub async fn serve_with_cold(
 /// What the accept loops of one server share.
 struct Acceptor {
     connections: Arc<tokio::sync::Semaphore>,
-    refusals: Arc<RefusalLog>,
+    /// Connections refused at the connection limit: logged at most once a
+    /// second.
+    refusals: Arc<log_limit::LogLimit>,
     graceful: GracefulShutdown,
     tls: Option<tokio_rustls::TlsAcceptor>,
     timeouts: conn::Timeouts,
-}
-
-/// Counts connections refused at the connection limit and logs them at
-/// most once a second.
-#[derive(Default)]
-struct RefusalLog {
-    refused: std::sync::atomic::AtomicU64,
-    last_log: std::sync::Mutex<Option<std::time::Instant>>,
-}
-
-impl RefusalLog {
-    fn refused(&self, limit: usize) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.refused.fetch_add(1, Relaxed);
-        let Ok(mut last) = self.last_log.lock() else {
-            return;
-        };
-        let now = std::time::Instant::now();
-        if last.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
-            return;
-        }
-        *last = Some(now);
-        let count = self.refused.swap(0, Relaxed);
-        tracing::warn!(
-            limit,
-            refused = count,
-            "connection limit reached (--max-connections); closing new connections"
-        );
-    }
 }
 
 impl Acceptor {
@@ -482,7 +456,13 @@ impl Acceptor {
                 }
             };
             let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
-                self.refusals.refused(state.config.max_connections);
+                if let Some(held_back) = self.refusals.admit(std::time::Instant::now()) {
+                    tracing::warn!(
+                        limit = state.config.max_connections,
+                        refused = held_back + 1,
+                        "connection limit reached (--max-connections); closing new connections"
+                    );
+                }
                 drop(stream);
                 continue;
             };

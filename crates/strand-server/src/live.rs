@@ -540,20 +540,15 @@ impl SseSession {
         self.announced = true;
         self.caught_up = true;
         self.state.metrics.sse_events(2);
-        let data = match shared {
-            Some(shared) if shared.encoding == self.encoding => {
-                if shared.cursor == cursor {
-                    return shared.bytes.clone();
-                }
-                shared.bytes.slice(..shared.data_len)
-            }
-            // A rendering of another encoding (not seen: a notice reaches
-            // the readers of one stream): this reader's own.
-            _ => {
-                return SharedEvents::render(self.encoding, &self.content_type, notice, cursor)
-                    .bytes;
-            }
+        // A notice reaches the readers of one stream, so of one encoding;
+        // only this code fills the slot, so it holds `SharedEvents`.
+        let Some(shared) = shared else {
+            return SharedEvents::render(self.encoding, &self.content_type, notice, cursor).bytes;
         };
+        if shared.cursor == cursor {
+            return shared.bytes.clone();
+        }
+        let data = shared.bytes.slice(..shared.data_len);
         let mut out = BytesMut::with_capacity(data.len() + CONTROL_EVENT_BYTES);
         out.extend_from_slice(&data);
         push_control(&mut out, notice.next_offset, cursor, true, false);
@@ -571,7 +566,6 @@ struct SharedEvents {
     data_len: usize,
     /// The cursor the control event carries.
     cursor: u64,
-    encoding: DataEncoding,
 }
 
 impl SharedEvents {
@@ -590,7 +584,6 @@ impl SharedEvents {
             bytes: out.freeze(),
             data_len,
             cursor,
-            encoding,
         }
     }
 }
