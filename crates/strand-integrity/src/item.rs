@@ -2,7 +2,7 @@
 //!
 //! The payload is never copied: the item's header (everything before the
 //! kind-specific pieces' variable parts) is assembled in a stack buffer and
-//! handed to `Setsum::insert_vectored` beside the borrowed payload, so an
+//! hashed beside the borrowed payload, so an
 //! inline append costs one SHA3-256 pass over a few dozen header bytes plus
 //! the payload, fed in two pieces. A header too long for the buffer (ids far
 //! beyond what the machine accepts) is fed piece by piece instead; the hash
@@ -232,11 +232,13 @@ pub(crate) fn item_setsum(
     end_offset: u64,
     kind: ItemKind<'_>,
 ) -> Setsum {
-    with_item_pieces(domain, start_offset, end_offset, kind, |pieces| {
-        let mut setsum = Setsum::default();
-        setsum.insert_vectored(pieces);
-        setsum
-    })
+    with_item_pieces(
+        domain,
+        start_offset,
+        end_offset,
+        kind,
+        crate::hash::item_of_pieces,
+    )
 }
 
 #[cfg(test)]

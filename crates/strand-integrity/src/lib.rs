@@ -4,7 +4,8 @@
 //! bookkeeping. It must not know about streams' ids, records, usage or the
 //! state machine: the caller passes the id parts as an [`IntegrityDomain`].
 //! The setsum arithmetic is the `setsum` 0.8 crate's (SHA3-256 items, eight
-//! prime-field columns).
+//! prime-field columns); with the default `asm` feature the items are hashed
+//! by an assembly SHA3-256, with the same result.
 //!
 //! # Call protocol for the state machine
 //!
@@ -34,6 +35,7 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+mod hash;
 mod hex;
 mod item;
 mod snapshot;
