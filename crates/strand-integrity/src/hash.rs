@@ -117,7 +117,11 @@ mod tests {
         let big: Vec<u8> = (0..65_536u32).map(|i| (i * 31 % 251) as u8).collect();
         for len in [1, 135, 136, 137, 272, 4096, 65_536] {
             let slice = &big[..len];
-            assert_eq!(item_of_pieces(&[slice]), by_setsum(&[slice]), "length {len}");
+            assert_eq!(
+                item_of_pieces(&[slice]),
+                by_setsum(&[slice]),
+                "length {len}"
+            );
             assert_eq!(
                 item_of_pieces(&[b"head", slice, b"tail"]),
                 by_setsum(&[b"head", slice, b"tail"]),

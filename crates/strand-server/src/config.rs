@@ -93,6 +93,11 @@ pub struct Config {
     /// Largest request body accepted, in bytes (larger ones get 413).
     #[arg(long, env = "STRAND_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Bytes of request bodies the node holds at once, being received or
+    /// waiting for their answer; a request that finds no room within a
+    /// second gets 503 with `Retry-After: 1`. At least --max-body-bytes.
+    #[arg(long, env = "STRAND_MAX_BODY_MEMORY_BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_body_memory_bytes: usize,
     /// Largest catch-up response page, in bytes (JSON pages grow to hold at
     /// least one whole value).
     #[arg(long, env = "STRAND_MAX_READ_BYTES", default_value_t = 4 * 1024 * 1024)]
@@ -557,6 +562,22 @@ impl Config {
         }
     }
 
+    /// Refuses limits that contradict each other: a body budget smaller
+    /// than the largest body, which could never be received.
+    ///
+    /// # Errors
+    /// The message for the operator.
+    pub fn check_limits(&self) -> Result<(), String> {
+        if self.max_body_memory_bytes < self.max_body_bytes {
+            return Err(format!(
+                "--max-body-memory-bytes {} is less than --max-body-bytes {}: a body of the \
+                 largest size could never be received; raise the first or lower the second",
+                self.max_body_memory_bytes, self.max_body_bytes
+            ));
+        }
+        Ok(())
+    }
+
     /// Refuses an `--admin-listen` address that would open the operator
     /// routes to the network: without authentication it must be loopback.
     ///
@@ -679,6 +700,18 @@ impl Config {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_budget_below_the_largest_body_is_refused() {
+        let mut c = Config::for_listen("127.0.0.1:4437".parse().unwrap());
+        assert!(c.check_limits().is_ok());
+        c.max_body_memory_bytes = c.max_body_bytes;
+        assert!(c.check_limits().is_ok());
+        c.max_body_memory_bytes = c.max_body_bytes - 1;
+        let message = c.check_limits().unwrap_err();
+        assert!(message.contains("--max-body-memory-bytes"), "{message}");
+        assert!(message.contains("--max-body-bytes"), "{message}");
+    }
 
     #[test]
     fn only_unauthenticated_public_binds_warn() {

@@ -156,6 +156,7 @@ fn app_state(
         engine,
         raft,
         metrics: Arc::new(metrics::Metrics::new()),
+        bodies: Arc::new(body::BodyBudget::new(config.max_body_memory_bytes)),
         shutdown,
         subs,
         limits: Arc::new(limits::Limits::new(
@@ -368,6 +369,7 @@ pub async fn serve_with_cold(
     config
         .check_admin_listen(verifier.is_some())
         .map_err(std::io::Error::other)?;
+    config.check_limits().map_err(std::io::Error::other)?;
     let cluster_token = config.cluster_token().map_err(std::io::Error::other)?;
     let tls = tls::acceptor(&config).map_err(std::io::Error::other)?;
     if let Some(tier) = &cold {

@@ -133,6 +133,10 @@ async fn run(mut config: Config) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = config.check_limits() {
+        eprintln!("strand-server: {e}");
+        return ExitCode::from(2);
+    }
     if let Err(e) = config.check_admin_listen(auth_on) {
         eprintln!("strand-server: {e}");
         return ExitCode::from(2);

@@ -278,6 +278,8 @@ pub(crate) struct Sources<'a> {
     pub(crate) cold: Option<&'a strand_cold::ColdTier>,
     /// The Raft side of a durable node.
     pub(crate) raft: Option<&'a strand_raft::RaftNode>,
+    /// The budget for request bodies.
+    pub(crate) bodies: &'a crate::body::BodyBudget,
 }
 
 impl Metrics {
@@ -341,6 +343,18 @@ async fn scrape(sources: Sources<'_>) -> Registry {
         "buckets",
         "Buckets on this node's groups",
         buckets.len() as u64,
+    );
+    gauge(
+        &mut r,
+        "request_body_bytes",
+        "Bytes of request bodies held now, received or being received (--max-body-memory-bytes)",
+        sources.bodies.held() as u64,
+    );
+    counter(
+        &mut r,
+        "request_body_refused",
+        "Requests refused with 503 because the request bodies held stayed at --max-body-memory-bytes",
+        sources.bodies.refused(),
     );
     if let Some(cold) = sources.cold {
         cold_metrics(&mut r, cold.stats());

@@ -78,6 +78,8 @@ pub struct Shared {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The node's subscriptions (`/v1/stream/__ds/`).
     pub subs: Arc<crate::subs::Subscriptions>,
+    /// The node's budget for request bodies (`--max-body-memory-bytes`).
+    pub bodies: Arc<crate::body::BodyBudget>,
     /// The client listener's URL (`--public-url`, else the address it is
     /// bound to), once the server listens.
     pub client_url: Option<Arc<str>>,

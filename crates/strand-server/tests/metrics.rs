@@ -359,3 +359,70 @@ async fn a_cluster_leader_reports_replication_to_its_followers() {
     );
     drop(nodes);
 }
+
+/// Request bodies are bounded node-wide (`--max-body-memory-bytes`): while
+/// one upload holds the whole budget, another write waits, then gets 503
+/// with `Retry-After: 1`; once the upload ends, writes go on. The scrape
+/// shows the bytes held and the refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_bodies_are_bounded_node_wide() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let s = TestServer::start_with(|c| {
+        c.max_body_bytes = 1000;
+        c.max_body_memory_bytes = 1000;
+    })
+    .await;
+    let r = s.put("/v1/stream/b").text("").send().await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    // An upload that announces 1000 bytes and sends 400 of them.
+    let mut upload = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let head = "POST /v1/stream/b HTTP/1.1\r\nHost: test\r\nContent-Type: text/plain\r\n\
+                Content-Length: 1000\r\n\r\n";
+    upload.write_all(head.as_bytes()).await.unwrap();
+    upload.write_all(&[b'u'; 400]).await.unwrap();
+    eventually(
+        "the upload's bytes held",
+        Duration::from_secs(10),
+        || async {
+            let r = s.admin(Method::GET, "/metrics").send().await;
+            (value(&parse(r.text()), "strand_request_body_bytes", &[]) == 1000.0).then_some(())
+        },
+    )
+    .await;
+    let r = s.post("/v1/stream/b").text("later").send().await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
+    assert_eq!(r.h("retry-after"), Some("1"));
+    assert!(r.text().contains("--max-body-memory-bytes"), "{}", r.text());
+    // The upload ends and is answered; its bytes are given back.
+    upload.write_all(&[b'v'; 600]).await.unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), upload.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "the upload's connection closed without an answer");
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    assert!(
+        answer.starts_with(b"HTTP/1.1 204"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let r = s.post("/v1/stream/b").text("later").send().await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text());
+    let r = s.get("/v1/stream/b").send().await;
+    let mut want = vec![b'u'; 400];
+    want.extend_from_slice(&[b'v'; 600]);
+    want.extend_from_slice(b"later");
+    assert_eq!(r.body, want);
+    let scrape = parse(s.admin(Method::GET, "/metrics").send().await.text());
+    assert_eq!(value(&scrape, "strand_request_body_bytes", &[]), 0.0);
+    assert_eq!(
+        value(&scrape, "strand_request_body_refused_total", &[]),
+        1.0
+    );
+    s.stop().await;
+}

@@ -104,6 +104,12 @@ pub const KEYS: &[Key] = &[
     ),
     key("limits", "max_connections", "max_connections", Kind::Int),
     key("limits", "max_body_bytes", "max_body_bytes", Kind::Int),
+    key(
+        "limits",
+        "max_body_memory_bytes",
+        "max_body_memory_bytes",
+        Kind::Int,
+    ),
     key("limits", "max_read_bytes", "max_read_bytes", Kind::Int),
     key("limits", "max_live_readers", "max_live_readers", Kind::Int),
     key(

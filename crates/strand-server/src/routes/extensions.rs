@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use strand::{BucketStreamId, ProducerRequest, StreamAttrs, StreamCommand, StreamResponse};
 use strand_engine::ReadFrom;
 
-use crate::body::read_limited;
 use crate::errors::{ApiError, ApiResult, Layout};
 use crate::headers as h;
 use crate::offsets;
@@ -222,7 +221,7 @@ async fn append_batch(
             p.split(',')
                 .any(|x| x.trim().eq_ignore_ascii_case("return=minimal"))
         });
-    let body = read_limited(body, state.config.max_body_bytes).await?;
+    let (body, _lease) = state.bodies.read(body, state.config.max_body_bytes).await?;
     let frames = split_frames(&body)?;
     let _admission = state.admit(&id, body.len()).await?;
     let lengths: Vec<u64> = frames
@@ -307,7 +306,7 @@ struct TransactionAppend {
 }
 
 async fn transaction(state: &AppState, bucket: &str, affinity: &str, body: Body) -> ApiResult {
-    let bytes = read_limited(body, state.config.max_body_bytes).await?;
+    let (bytes, _lease) = state.bodies.read(body, state.config.max_body_bytes).await?;
     let appends: Vec<TransactionAppend> = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad_request(format!("invalid $transaction body: {e}")))?;
     if appends.is_empty() {
@@ -392,7 +391,7 @@ async fn snapshot(
             let expected_digest = h::single(headers, &h::SNAPSHOT_MATCH)
                 .map_err(ApiError::bad_request)?
                 .map(str::to_owned);
-            let payload = read_limited(body, state.config.max_body_bytes).await?;
+            let (payload, _lease) = state.bodies.read(body, state.config.max_body_bytes).await?;
             let now_ms = state.engine.now_ms();
             let response = state
                 .engine
@@ -485,7 +484,7 @@ async fn attrs(state: &AppState, id: BucketStreamId, method: &Method, body: Body
             }
         }
         Method::PUT => {
-            let bytes = read_limited(body, state.config.max_body_bytes).await?;
+            let (bytes, _lease) = state.bodies.read(body, state.config.max_body_bytes).await?;
             let attrs: Option<StreamAttrs> = if bytes.iter().all(u8::is_ascii_whitespace) {
                 None
             } else {

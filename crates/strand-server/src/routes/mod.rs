@@ -165,6 +165,7 @@ async fn metrics_route(state: &AppState) -> Response {
         engine: &state.engine,
         cold: state.cold.as_ref(),
         raft: state.raft.as_ref(),
+        bodies: &state.bodies,
     };
     match state.metrics.render(sources).await {
         Ok(text) => (
@@ -460,6 +461,7 @@ async fn route_request(
                 &rest,
                 &parts.headers,
                 body,
+                &state.bodies,
                 base,
             ))
             .await)

@@ -10,7 +10,6 @@ use bytes::Bytes;
 use strand::{StreamCommand, StreamMetadata, StreamResponse, StreamStatus};
 use strand_engine::{ReadFrom, WriteRequest};
 
-use crate::body::read_limited;
 use crate::errors::{ApiError, ApiResult};
 use crate::headers::{self as h, parse_decimal, parse_rfc3339_ms};
 use crate::json_mode::{self, JsonError};
@@ -137,7 +136,7 @@ async fn create(
         };
     let (ttl, expires) = expiry_headers(headers)?;
     let closed = closed_flag(headers)?;
-    let body = read_limited(body, state.config.max_body_bytes).await?;
+    let (body, _lease) = state.bodies.read(body, state.config.max_body_bytes).await?;
     let payload = if is_json(&content_type) && !body.is_empty() {
         json_body(&body, true)?
     } else {
@@ -310,7 +309,7 @@ async fn create_fork(
             ),
         ));
     }
-    let body = read_limited(body, state.config.max_body_bytes).await?;
+    let (body, _lease) = state.bodies.read(body, state.config.max_body_bytes).await?;
     let payload = if is_json(&meta.content_type) && !body.is_empty() {
         json_body(&body, true)?
     } else {
@@ -404,7 +403,7 @@ async fn append(
                 ApiError::bad_request("Stream-Record-Match must be a record number")
             })?),
         };
-    let body = read_limited(body, state.config.max_body_bytes).await?;
+    let (body, _lease) = state.bodies.read(body, state.config.max_body_bytes).await?;
     if body.is_empty() && !close {
         return Err(ApiError::bad_request(
             "an append needs a body (or Stream-Closed: true)",

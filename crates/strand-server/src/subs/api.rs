@@ -134,15 +134,18 @@ pub async fn handle(
     rest: &[String],
     headers: &HeaderMap,
     body: Body,
+    bodies: &crate::body::BodyBudget,
     base_url: String,
 ) -> Response {
-    let bytes = match axum::body::to_bytes(body, 1 << 20).await {
-        Ok(bytes) => bytes,
+    let (bytes, _lease) = match bodies.read(body, 1 << 20).await {
+        Ok(read) => read,
+        // The budget stayed full: its 503, as the registry's own are.
+        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => return e.into_response(),
         Err(e) => {
             return error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "PAYLOAD_TOO_LARGE",
-                e.to_string(),
+                e.message,
             );
         }
     };
