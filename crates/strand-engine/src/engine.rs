@@ -147,6 +147,10 @@ pub(crate) struct Group {
     /// ([`Engine::write`]), as many as its queue holds: past them a write
     /// is refused as busy, as a full queue refuses it.
     proposing: Semaphore,
+    /// An in-memory group's state and the engine's unpin signal: writes
+    /// apply straight on the caller's task when the group's lock is free
+    /// ([`Engine::write`]).
+    direct: Option<(crate::group::SharedCore, Arc<tokio::sync::Notify>)>,
 }
 
 impl Group {
@@ -154,6 +158,20 @@ impl Group {
         Self {
             tx,
             proposing: Semaphore::new(queue_depth.max(1)),
+            direct: None,
+        }
+    }
+
+    /// An in-memory group whose writes may apply on the caller's task.
+    pub(crate) fn direct(
+        tx: mpsc::Sender<Op>,
+        queue_depth: usize,
+        core: crate::group::SharedCore,
+        unpins: Arc<tokio::sync::Notify>,
+    ) -> Self {
+        Self {
+            direct: Some((core, unpins)),
+            ..Self::new(tx, queue_depth)
         }
     }
 }
@@ -437,10 +455,24 @@ impl Engine {
     /// is checked as it applies), and skipping it saves a hop per append.
     /// Writes keep one order per group, the log's; as many wait for their
     /// answer at a time as the group's queue holds (more are busy).
+    ///
+    /// An in-memory group's write applies on the caller's task when the
+    /// group's lock is free, for the same reason; when the group's task
+    /// holds it, the write joins the group's queue. Either way the group
+    /// applies one command at a time.
     pub async fn write(&self, request: WriteRequest) -> Result<WriteOutcome, EngineError> {
         let now_ms = self.now_ms();
         let group = self.group_for(&request.stream_id);
-        let request = Box::new(request);
+        let mut request = Box::new(request);
+        if let Some((core, unpins)) = &self.group(group).direct {
+            if *self.inner.shutdown.borrow() {
+                return Err(EngineError::Shutdown);
+            }
+            match crate::group::try_write(core, request, now_ms, unpins) {
+                Ok(outcome) => return Ok(outcome),
+                Err(busy) => request = busy,
+            }
+        }
         if let Some(log) = self.inner.logs.get(group).and_then(|l| l.get()) {
             let Ok(_place) = self.group(group).proposing.try_acquire() else {
                 return Err(EngineError::Busy);

@@ -1,6 +1,9 @@
-//! One group's owner task: the only code that touches the group's
+//! One group's owner task and the lock around the group's
 //! `StreamStateMachine`. Requests arrive through a bounded queue and are
-//! served one at a time, so no lock is shared between groups.
+//! served one at a time, so no lock is shared between groups. An
+//! in-memory group's writes also apply straight on the caller's task when
+//! the lock is free ([`try_write`]); the lock keeps one command at a time
+//! either way, and no task ever waits for it across an `await`.
 //!
 //! Every state change is a [`GroupEntry`] applied by
 //! [`GroupCore::apply_entry`], the one function both engines share: the
@@ -791,12 +794,12 @@ fn read_through(
 /// The owner task's loop: serve requests until every sender is gone or
 /// shutdown is signalled, then end the parked readers.
 pub(crate) async fn run(
+    core: SharedCore,
     rx: mpsc::Receiver<Op>,
     shutdown: tokio::sync::watch::Receiver<bool>,
-    options: MachineOptions,
     unpins: Arc<tokio::sync::Notify>,
 ) {
-    run_core(GroupCore::new(options), rx, None, shutdown, unpins).await;
+    run_core(core, rx, None, shutdown, unpins).await;
 }
 
 /// The loop of a replicated group: entries are proposed to the log that
@@ -811,7 +814,7 @@ pub(crate) async fn run_replicated(
     (group, replica): (usize, ReplicaSlot),
 ) {
     run_core(
-        GroupCore::replicated(options, requeue, group, replica),
+        shared(GroupCore::replicated(options, requeue, group, replica)),
         rx,
         Some(log_rx),
         shutdown,
@@ -820,15 +823,54 @@ pub(crate) async fn run_replicated(
     .await;
 }
 
+/// A group's state behind the lock its task and, in memory, the writers
+/// applying straight ([`try_write`]) take.
+pub(crate) type SharedCore = Arc<std::sync::Mutex<GroupCore>>;
+
+/// Wraps a group's state for [`run`].
+pub(crate) fn shared(core: GroupCore) -> SharedCore {
+    Arc::new(std::sync::Mutex::new(core))
+}
+
+/// Takes the group's lock (a panic that poisoned it left the machine as
+/// every command does: applied whole or not at all).
+fn locked(core: &SharedCore) -> std::sync::MutexGuard<'_, GroupCore> {
+    core.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Applies a write of an in-memory group on the caller's task, when the
+/// group's lock is free: the outcome the group's task would have given,
+/// without the hop to it and back. `Err` hands the request back when the
+/// lock is taken (the caller queues it instead, so no task ever blocks on
+/// a busy group).
+pub(crate) fn try_write(
+    core: &SharedCore,
+    request: Box<WriteRequest>,
+    now_ms: u64,
+    unpins: &tokio::sync::Notify,
+) -> Result<WriteOutcome, Box<WriteRequest>> {
+    let mut core = match core.try_lock() {
+        Ok(core) => core,
+        Err(std::sync::TryLockError::WouldBlock) => return Err(request),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+    };
+    let outcome = core.write(*request, now_ms);
+    if core.machine.has_pending_fork_unpins() {
+        unpins.notify_one();
+    }
+    Ok(outcome)
+}
+
 async fn run_core(
-    mut core: GroupCore,
+    core: SharedCore,
     mut rx: mpsc::Receiver<Op>,
     mut log_rx: Option<mpsc::UnboundedReceiver<LogInput>>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     unpins: Arc<tokio::sync::Notify>,
 ) {
     loop {
-        let ready = core.ready();
+        let ready = locked(&core).ready();
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
@@ -842,21 +884,21 @@ async fn run_core(
                     None => std::future::pending().await,
                 }
             } => match input {
-                Some(input) => core.serve_log(input),
+                Some(input) => locked(&core).serve_log(input),
                 None => log_rx = None,
             },
             op = rx.recv(), if ready => match op {
-                Some(op) => core.serve(op),
+                Some(op) => locked(&core).serve(op),
                 None => break,
             },
         }
         // Removed forks leave unpins for their sources, which may live in
         // other groups: the engine delivers them.
-        if core.machine.has_pending_fork_unpins() {
+        if locked(&core).machine.has_pending_fork_unpins() {
             unpins.notify_one();
         }
     }
-    core.shutdown();
+    locked(&core).shutdown();
 }
 
 /// The stream a command changes, if it names exactly one.

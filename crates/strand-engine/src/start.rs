@@ -28,13 +28,19 @@ impl Engine {
         let mut tasks = Vec::new();
         for _ in 0..config.groups.max(1) {
             let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
+            let core = group::shared(group::GroupCore::new(config.machine));
             tasks.push(tokio::spawn(group::run(
+                Arc::clone(&core),
                 rx,
                 shutdown_rx.clone(),
-                config.machine,
                 Arc::clone(&unpins),
             )));
-            groups.push(Group::new(tx, config.queue_depth));
+            groups.push(Group::direct(
+                tx,
+                config.queue_depth,
+                core,
+                Arc::clone(&unpins),
+            ));
         }
         let engine = Self::from_parts(
             &config,
