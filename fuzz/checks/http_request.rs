@@ -634,6 +634,9 @@ async fn service(requests: Vec<Parsed>) {
     let state = AppState::new(strand_server::state::Shared {
         raft: None,
         metrics: std::sync::Arc::new(strand_server::metrics::Metrics::new()),
+        bodies: Arc::new(strand_server::body::BodyBudget::new(
+            config.max_body_memory_bytes,
+        )),
         config: Arc::clone(&config),
         engine: engine.clone(),
         shutdown: stop_rx,

@@ -1,4 +1,5 @@
-//! Request bodies, read whole up to the configured limit.
+//! Request bodies, read whole up to the configured limit, inside the
+//! node-wide budget ([`BodyBudget`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -24,7 +24,7 @@
 //! dead-code lints see every item that nothing uses.
 
 pub mod auth;
-mod body;
+pub mod body;
 pub mod config;
 mod conn;
 mod console;
