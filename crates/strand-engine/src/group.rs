@@ -941,6 +941,7 @@ pub fn media_type(content_type: &str) -> &str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -953,5 +954,61 @@ mod tests {
         ));
         assert!(!same_media_type("text/plain", "text/html"));
         assert_eq!(media_type(" a/b ;x=y"), "a/b");
+    }
+
+    fn append(id: &BucketStreamId, body: &'static [u8]) -> Box<WriteRequest> {
+        Box::new(WriteRequest {
+            stream_id: id.clone(),
+            content_type: Some("text/plain".into()),
+            media_type_match: true,
+            payload: bytes::Bytes::from_static(body),
+            close: false,
+            stream_seq: None,
+            producer: None,
+            record_match: None,
+        })
+    }
+
+    #[test]
+    fn a_write_applies_on_the_callers_task_only_while_the_lock_is_free() {
+        let core = shared(GroupCore::new(MachineOptions::corrected()));
+        let unpins = tokio::sync::Notify::new();
+        let id = BucketStreamId::new("acme", "log");
+        let created = locked(&core).apply_entry(GroupEntry::Create {
+            command: StreamCommand::CreateStream {
+                stream_id: id.clone(),
+                content_type: "text/plain".into(),
+                initial_payload: bytes::Bytes::new(),
+                close_after: false,
+                stream_seq: None,
+                producer: None,
+                stream_ttl_seconds: None,
+                stream_expires_at_ms: None,
+                attrs: None,
+                now_ms: 1_000,
+            },
+            media_type_match: true,
+        });
+        assert!(matches!(
+            created,
+            EntryOutcome::Response(StreamResponse::Created { .. })
+        ));
+        // Held (by the group's task, say): the request comes back untouched
+        // and nothing is applied.
+        let guard = locked(&core);
+        let back = try_write(&core, append(&id, b"abc"), 1_000, &unpins).unwrap_err();
+        assert_eq!(&back.payload[..], b"abc");
+        drop(guard);
+        assert_eq!(locked(&core).machine.head(&id).unwrap().tail_offset, 0);
+        // Free: applied as the group's task applies it.
+        let outcome = try_write(&core, back, 1_000, &unpins).unwrap();
+        assert!(
+            matches!(
+                outcome.response,
+                StreamResponse::Appended { next_offset: 3, .. }
+            ),
+            "{outcome:?}"
+        );
+        assert_eq!(locked(&core).machine.head(&id).unwrap().tail_offset, 3);
     }
 }
