@@ -1024,6 +1024,7 @@ mod tests {
         let leader = GroupView {
             group: 1,
             voters: vec![1, 3, 4],
+            joint: Vec::new(),
             learners: Vec::new(),
             leader: Some(1),
             term: 3,

@@ -47,8 +47,14 @@ pub const REMOVE_PATH: &str = "/__strand/raft/remove";
 pub struct GroupView {
     /// The group's index.
     pub group: usize,
-    /// The voters of the membership this node holds.
+    /// The voters of the membership this node holds (while a change of
+    /// voters is half done: the old ones and the new ones).
     pub voters: Vec<NodeId>,
+    /// While a change of voters is half done (a joint configuration):
+    /// the old voters, then the new ones; the group needs a majority of
+    /// each to elect a leader or commit. Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joint: Vec<Vec<NodeId>>,
     /// The learners of that membership (non-voting replicas).
     pub learners: Vec<NodeId>,
     /// The leader this node knows of, if any.
@@ -148,8 +154,14 @@ pub struct ReplicaStatus {
 pub struct GroupStatusView {
     /// The group's index.
     pub group: usize,
-    /// Its voters.
+    /// Its voters (while a change of voters is half done: the old ones
+    /// and the new ones).
     pub voters: Vec<NodeId>,
+    /// While a change of voters is half done: the old voters, then the
+    /// new ones, each a set the group needs a majority of (a member lost
+    /// now may leave the group without one). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joint: Vec<Vec<NodeId>>,
     /// Its learners.
     pub learners: Vec<NodeId>,
     /// Its leader, when the answering members agree on one in the latest
@@ -293,6 +305,7 @@ fn group_status(group: usize, answered: &BTreeMap<NodeId, &NodeView>) -> GroupSt
     let leaders_view = leader.and_then(|l| latest.iter().find(|(id, _)| *id == l).map(|(_, g)| *g));
     let basis = leaders_view.or_else(|| latest.first().map(|(_, g)| *g));
     let voters = basis.map(|g| g.voters.clone()).unwrap_or_default();
+    let joint = basis.map(|g| g.joint.clone()).unwrap_or_default();
     let learners = basis.map(|g| g.learners.clone()).unwrap_or_default();
     let leader_last = leaders_view.and_then(|g| g.last_log_index);
     let replicas = voters
@@ -316,6 +329,7 @@ fn group_status(group: usize, answered: &BTreeMap<NodeId, &NodeView>) -> GroupSt
     GroupStatusView {
         group,
         voters,
+        joint,
         learners,
         leader,
         term,
@@ -337,6 +351,7 @@ mod tests {
         GroupView {
             group: 0,
             voters: vec![1, 2, 3],
+            joint: Vec::new(),
             learners: Vec::new(),
             leader,
             term,
@@ -400,6 +415,8 @@ mod tests {
         stale.voters = vec![3];
         let mut fresh = view(2, 5, Some(2), 12);
         fresh.voters = vec![1, 2, 3];
+        // Half way from {2, 3} to {1, 2, 3}.
+        fresh.joint = vec![vec![2, 3], vec![1, 2, 3]];
         let views = vec![
             (
                 2,
@@ -431,6 +448,12 @@ mod tests {
         assert_eq!(g.leader, Some(2));
         assert_eq!(g.term, 5);
         assert_eq!(g.voters, vec![1, 2, 3]);
+        assert_eq!(g.joint, vec![vec![2, 3], vec![1, 2, 3]]);
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(
+            json["groups"][0]["joint"],
+            serde_json::json!([[2, 3], [1, 2, 3]])
+        );
         // Node 1 neither answered nor was asked: down, no applied index;
         // its lag comes from the leader's matched index (all of 12).
         assert_eq!(status.nodes[0].state, NodeState::Down);

@@ -419,6 +419,13 @@ impl RaftGroup {
         crate::cluster::GroupView {
             group: self.group,
             voters: membership.voter_ids().collect(),
+            joint: match membership.get_joint_config().as_slice() {
+                [_] | [] => Vec::new(),
+                configs => configs
+                    .iter()
+                    .map(|c| c.iter().copied().collect())
+                    .collect(),
+            },
             learners: membership.learner_ids().collect(),
             leader: m.current_leader,
             term: m.current_term,

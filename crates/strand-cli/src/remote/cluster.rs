@@ -254,6 +254,19 @@ fn ids(value: Option<&Value>) -> String {
     }
 }
 
+/// A group's voters; while a change of voters is half done (`joint`),
+/// the old ones and the new ones (`1,2 -> 1,2,3`).
+fn voters(group: &Value) -> String {
+    match group.get("joint").and_then(Value::as_array) {
+        Some(configs) if configs.len() > 1 => configs
+            .iter()
+            .map(|c| ids(Some(c)))
+            .collect::<Vec<_>>()
+            .join(" -> "),
+        _ => ids(group.get("voters")),
+    }
+}
+
 /// The tables.
 fn render(status: &Value) -> String {
     let mut text = format!("answered by node {}\n\n", cell(status.get("node")));
@@ -297,7 +310,7 @@ fn render(status: &Value) -> String {
             cell(g.get("group")),
             cell(g.get("leader")),
             cell(g.get("term")),
-            ids(g.get("voters")),
+            voters(g),
             ids(g.get("learners")),
             replicas.join(" "),
         ]);
@@ -343,6 +356,13 @@ mod tests {
                     {"node": 1, "applied_index": 40, "lag": 0},
                     {"node": 2, "applied_index": 38, "lag": 2},
                     {"node": 3, "applied_index": null, "lag": 40}
+                 ]},
+                {"group": 1, "voters": [1, 2, 3], "joint": [[1, 2], [1, 2, 3]], "learners": [],
+                 "leader": 2, "term": 2,
+                 "replicas": [
+                    {"node": 1, "applied_index": 9, "lag": 0},
+                    {"node": 2, "applied_index": 9, "lag": 0},
+                    {"node": 3, "applied_index": 7, "lag": 2}
                  ]}
             ],
             "moves": []
@@ -355,6 +375,7 @@ mod tests {
         up["groups"][0]["leader"] = Value::Null;
         assert!(!healthy(&up), "a group without a leader");
         assert_eq!(led_by(&status, 1), vec!["0".to_owned()]);
-        assert!(led_by(&status, 2).is_empty());
+        assert_eq!(led_by(&status, 2), vec!["1".to_owned()]);
+        assert!(led_by(&status, 3).is_empty());
     }
 }

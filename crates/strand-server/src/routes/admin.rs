@@ -201,6 +201,7 @@ async fn cluster(state: &AppState) -> Response {
                 .map(|group| strand_raft::GroupView {
                     group,
                     voters: vec![me],
+                    joint: Vec::new(),
                     learners: Vec::new(),
                     leader: Some(me),
                     term: 0,
