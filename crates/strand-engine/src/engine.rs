@@ -148,8 +148,8 @@ pub(crate) struct Group {
     /// is refused as busy, as a full queue refuses it.
     proposing: Semaphore,
     /// An in-memory group's state and the engine's unpin signal: writes
-    /// apply straight on the caller's task when the group's lock is free
-    /// ([`Engine::write`]).
+    /// and the other requests apply straight on the caller's task when
+    /// the group's lock is free ([`Engine::write`], [`Engine::call`]).
     direct: Option<(crate::group::SharedCore, Arc<tokio::sync::Notify>)>,
 }
 
@@ -331,8 +331,20 @@ impl Engine {
         op: impl FnOnce(Answer<R>) -> Op,
     ) -> Result<R, EngineError> {
         let (tx, rx) = oneshot::channel();
-        let sender = &self.group(group).tx;
-        match sender.try_send(op(tx)) {
+        let mut op = op(tx);
+        let g = self.group(group);
+        // An in-memory group serves it on this task when its lock is
+        // free (as [`Engine::write`] applies writes).
+        if let Some((core, unpins)) = &g.direct {
+            if *self.inner.shutdown.borrow() {
+                return Err(EngineError::Shutdown);
+            }
+            match crate::group::try_serve(core, op, unpins) {
+                Ok(()) => return self.answered(rx).await,
+                Err(busy) => op = *busy,
+            }
+        }
+        match g.tx.try_send(op) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => return Err(EngineError::Busy),
             Err(mpsc::error::TrySendError::Closed(_)) => return Err(EngineError::Shutdown),

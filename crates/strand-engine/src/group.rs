@@ -210,6 +210,10 @@ pub(crate) struct GroupCore {
     /// The node's copy of flushed bytes, for a replicated group
     /// (`crate::replica`).
     replica: ReplicaSlot,
+    /// Whether the group's task has stopped: nothing is served on a
+    /// caller's task any more ([`try_serve`]), so no reader parks after
+    /// the parked ones were ended.
+    stopped: bool,
 }
 
 /// Where a replicated engine's [`SegmentReplica`] is installed.
@@ -221,6 +225,7 @@ impl GroupCore {
             backend: Backend::Memory,
             group: 0,
             replica: ReplicaSlot::default(),
+            stopped: false,
         }
     }
 
@@ -695,6 +700,7 @@ impl GroupCore {
 
     /// Ends every parked reader (shutdown).
     pub(crate) fn shutdown(&mut self) {
+        self.stopped = true;
         self.waiters.wake_all(&Wake::Shutdown);
     }
 }
@@ -850,16 +856,57 @@ pub(crate) fn try_write(
     now_ms: u64,
     unpins: &tokio::sync::Notify,
 ) -> Result<WriteOutcome, Box<WriteRequest>> {
-    let mut core = match core.try_lock() {
-        Ok(core) => core,
-        Err(std::sync::TryLockError::WouldBlock) => return Err(request),
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+    let Some(mut core) = try_locked(core) else {
+        return Err(request);
     };
     let outcome = core.write(*request, now_ms);
+    signal_unpins(&core, unpins);
+    Ok(outcome)
+}
+
+/// Serves `op` of an in-memory group on the caller's task when the
+/// group's lock is free, as the group's task would serve it: its answer
+/// is on the op's reply channel when this returns (or a parked reader is
+/// registered), without the hop to the group's task and back. `Err`
+/// hands the op back when the lock is taken or the task has stopped (the
+/// caller queues it instead), and for a query: its closure may run long,
+/// and the group's task, waiting for the lock meanwhile, would hold up a
+/// runtime thread.
+pub(crate) fn try_serve(
+    core: &SharedCore,
+    op: Op,
+    unpins: &tokio::sync::Notify,
+) -> Result<(), Box<Op>> {
+    if matches!(op, Op::Query(_)) {
+        return Err(Box::new(op));
+    }
+    let Some(mut core) = try_locked(core) else {
+        return Err(Box::new(op));
+    };
+    if core.stopped || !core.ready() {
+        return Err(Box::new(op));
+    }
+    core.serve(op);
+    signal_unpins(&core, unpins);
+    Ok(())
+}
+
+/// The group's lock, when it is free and the group's task still runs.
+fn try_locked(core: &SharedCore) -> Option<std::sync::MutexGuard<'_, GroupCore>> {
+    let core = match core.try_lock() {
+        Ok(core) => core,
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+    };
+    (!core.stopped).then_some(core)
+}
+
+/// Removed forks leave unpins for their sources, which may live in other
+/// groups: tells the engine, which delivers them.
+fn signal_unpins(core: &GroupCore, unpins: &tokio::sync::Notify) {
     if core.machine.has_pending_fork_unpins() {
         unpins.notify_one();
     }
-    Ok(outcome)
 }
 
 async fn run_core(
@@ -892,11 +939,7 @@ async fn run_core(
                 None => break,
             },
         }
-        // Removed forks leave unpins for their sources, which may live in
-        // other groups: the engine delivers them.
-        if locked(&core).machine.has_pending_fork_unpins() {
-            unpins.notify_one();
-        }
+        signal_unpins(&locked(&core), &unpins);
     }
     locked(&core).shutdown();
 }
