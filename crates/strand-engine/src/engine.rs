@@ -147,31 +147,30 @@ pub(crate) struct Group {
     /// ([`Engine::write`]), as many as its queue holds: past them a write
     /// is refused as busy, as a full queue refuses it.
     proposing: Semaphore,
-    /// An in-memory group's state and the engine's unpin signal: writes
-    /// and the other requests apply straight on the caller's task when
-    /// the group's lock is free ([`Engine::write`], [`Engine::call`]).
+    /// The group's state and the engine's unpin signal: requests are
+    /// served on the caller's task when the group's lock is free
+    /// ([`Engine::call`]).
     direct: Option<(crate::group::SharedCore, Arc<tokio::sync::Notify>)>,
+    /// Whether writes apply on the caller's task too ([`Engine::write`]):
+    /// an in-memory group's do; a replicated group's go to its log.
+    direct_writes: bool,
 }
 
 impl Group {
-    pub(crate) fn new(tx: mpsc::Sender<Op>, queue_depth: usize) -> Self {
-        Self {
-            tx,
-            proposing: Semaphore::new(queue_depth.max(1)),
-            direct: None,
-        }
-    }
-
-    /// An in-memory group whose writes may apply on the caller's task.
+    /// A group whose requests may be served on the caller's task
+    /// (`core` is its state, which its task serves from as well); with
+    /// `direct_writes` (in memory), its writes too.
     pub(crate) fn direct(
         tx: mpsc::Sender<Op>,
         queue_depth: usize,
-        core: crate::group::SharedCore,
-        unpins: Arc<tokio::sync::Notify>,
+        (core, unpins): (crate::group::SharedCore, Arc<tokio::sync::Notify>),
+        direct_writes: bool,
     ) -> Self {
         Self {
+            tx,
+            proposing: Semaphore::new(queue_depth.max(1)),
             direct: Some((core, unpins)),
-            ..Self::new(tx, queue_depth)
+            direct_writes,
         }
     }
 }
@@ -333,8 +332,8 @@ impl Engine {
         let (tx, rx) = oneshot::channel();
         let mut op = op(tx);
         let g = self.group(group);
-        // An in-memory group serves it on this task when its lock is
-        // free (as [`Engine::write`] applies writes).
+        // The group serves it on this task when its lock is free (as an
+        // in-memory group applies writes: [`Engine::write`]).
         if let Some((core, unpins)) = &g.direct {
             if *self.inner.shutdown.borrow() {
                 return Err(EngineError::Shutdown);
@@ -476,7 +475,10 @@ impl Engine {
         let now_ms = self.now_ms();
         let group = self.group_for(&request.stream_id);
         let mut request = Box::new(request);
-        if let Some((core, unpins)) = &self.group(group).direct {
+        let g = self.group(group);
+        if g.direct_writes
+            && let Some((core, unpins)) = &g.direct
+        {
             if *self.inner.shutdown.borrow() {
                 return Err(EngineError::Shutdown);
             }

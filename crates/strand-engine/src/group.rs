@@ -1,9 +1,11 @@
 //! One group's owner task and the lock around the group's
 //! `StreamStateMachine`. Requests arrive through a bounded queue and are
-//! served one at a time, so no lock is shared between groups. An
-//! in-memory group's writes also apply straight on the caller's task when
-//! the lock is free ([`try_write`]); the lock keeps one command at a time
-//! either way, and no task ever waits for it across an `await`.
+//! served one at a time, so no lock is shared between groups. When the
+//! lock is free, a request is served straight on the caller's task
+//! instead ([`try_serve`]; queries aside), and so is an in-memory group's
+//! write ([`try_write`]; a replicated group's goes to its log). The lock
+//! keeps one command at a time either way, and no task ever waits for it
+//! across an `await`.
 //!
 //! Every state change is a [`GroupEntry`] applied by
 //! [`GroupCore::apply_entry`], the one function both engines share: the
@@ -229,7 +231,7 @@ impl GroupCore {
         }
     }
 
-    fn replicated(
+    pub(crate) fn replicated(
         options: MachineOptions,
         requeue: mpsc::WeakSender<Op>,
         group: usize,
@@ -811,22 +813,13 @@ pub(crate) async fn run(
 /// The loop of a replicated group: entries are proposed to the log that
 /// arrives through `log_rx`, and applied when the log hands them back.
 pub(crate) async fn run_replicated(
+    core: SharedCore,
     rx: mpsc::Receiver<Op>,
-    requeue: mpsc::WeakSender<Op>,
     log_rx: mpsc::UnboundedReceiver<LogInput>,
     shutdown: tokio::sync::watch::Receiver<bool>,
-    options: MachineOptions,
     unpins: Arc<tokio::sync::Notify>,
-    (group, replica): (usize, ReplicaSlot),
 ) {
-    run_core(
-        shared(GroupCore::replicated(options, requeue, group, replica)),
-        rx,
-        Some(log_rx),
-        shutdown,
-        unpins,
-    )
-    .await;
+    run_core(core, rx, Some(log_rx), shutdown, unpins).await;
 }
 
 /// A group's state behind the lock its task and, in memory, the writers
@@ -864,8 +857,9 @@ pub(crate) fn try_write(
     Ok(outcome)
 }
 
-/// Serves `op` of an in-memory group on the caller's task when the
-/// group's lock is free, as the group's task would serve it: its answer
+/// Serves `op` on the caller's task when the group's lock is free and
+/// the group serves requests (a replicated one once its log is
+/// attached), as the group's task would serve it: its answer
 /// is on the op's reply channel when this returns (or a parked reader is
 /// registered), without the hop to the group's task and back. `Err`
 /// hands the op back when the lock is taken or the task has stopped (the

@@ -38,8 +38,8 @@ impl Engine {
             groups.push(Group::direct(
                 tx,
                 config.queue_depth,
-                core,
-                Arc::clone(&unpins),
+                (core, Arc::clone(&unpins)),
+                true,
             ));
         }
         let engine = Self::from_parts(
@@ -69,16 +69,25 @@ impl Engine {
         for index in 0..config.groups.max(1) {
             let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
             let (log_tx, log_rx) = mpsc::unbounded_channel();
-            tasks.push(tokio::spawn(group::run_replicated(
-                rx,
+            let core = group::shared(group::GroupCore::replicated(
+                config.machine,
                 tx.downgrade(),
+                index,
+                Arc::clone(&replica),
+            ));
+            tasks.push(tokio::spawn(group::run_replicated(
+                Arc::clone(&core),
+                rx,
                 log_rx,
                 shutdown_rx.clone(),
-                config.machine,
                 Arc::clone(&unpins),
-                (index, Arc::clone(&replica)),
             )));
-            groups.push(Group::new(tx, config.queue_depth));
+            groups.push(Group::direct(
+                tx,
+                config.queue_depth,
+                (core, Arc::clone(&unpins)),
+                false,
+            ));
             appliers.push(GroupApplier::new(index, log_tx, Arc::clone(&replica)));
         }
         let engine = Self::from_parts(&config, clock, groups, tasks, shutdown, (true, replica));
