@@ -482,7 +482,9 @@ impl Acceptor {
                     axum::body::Body::new(conn::TrackedBody::new(body, &service_watch))
                 });
                 async move {
-                    let response = routes::serve(state, request).await;
+                    // Boxed: hyper moves the service's future into its
+                    // dispatcher, and the routes' future is kilobytes.
+                    let response = Box::pin(routes::serve(state, request)).await;
                     Ok::<_, Infallible>(response.map(|body| conn::Guarded::new(body, guard)))
                 }
             });
