@@ -150,7 +150,7 @@ pub(crate) struct Group {
     /// The group's state and the engine's unpin signal: requests are
     /// served on the caller's task when the group's lock is free
     /// ([`Engine::call`]).
-    direct: Option<(crate::group::SharedCore, Arc<tokio::sync::Notify>)>,
+    direct: (crate::group::SharedCore, Arc<tokio::sync::Notify>),
     /// Whether writes apply on the caller's task too ([`Engine::write`]):
     /// an in-memory group's do; a replicated group's go to its log.
     direct_writes: bool,
@@ -160,7 +160,7 @@ impl Group {
     /// A group whose requests may be served on the caller's task
     /// (`core` is its state, which its task serves from as well); with
     /// `direct_writes` (in memory), its writes too.
-    pub(crate) fn direct(
+    pub(crate) fn new(
         tx: mpsc::Sender<Op>,
         queue_depth: usize,
         (core, unpins): (crate::group::SharedCore, Arc<tokio::sync::Notify>),
@@ -169,7 +169,7 @@ impl Group {
         Self {
             tx,
             proposing: Semaphore::new(queue_depth.max(1)),
-            direct: Some((core, unpins)),
+            direct: (core, unpins),
             direct_writes,
         }
     }
@@ -333,11 +333,11 @@ impl Engine {
         let mut op = op(tx);
         let g = self.group(group);
         // The group serves it on this task when its lock is free (as an
-        // in-memory group applies writes: [`Engine::write`]).
-        if let Some((core, unpins)) = &g.direct {
-            if *self.inner.shutdown.borrow() {
-                return Err(EngineError::Shutdown);
-            }
+        // in-memory group applies writes: [`Engine::write`]); once the
+        // engine shuts down, through the queue, which the group's task
+        // closes as it stops.
+        if !*self.inner.shutdown.borrow() {
+            let (core, unpins) = &g.direct;
             match crate::group::try_serve(core, op, unpins) {
                 Ok(()) => return self.answered(rx).await,
                 Err(busy) => op = *busy,
@@ -476,9 +476,8 @@ impl Engine {
         let group = self.group_for(&request.stream_id);
         let mut request = Box::new(request);
         let g = self.group(group);
-        if g.direct_writes
-            && let Some((core, unpins)) = &g.direct
-        {
+        if g.direct_writes {
+            let (core, unpins) = &g.direct;
             if *self.inner.shutdown.borrow() {
                 return Err(EngineError::Shutdown);
             }

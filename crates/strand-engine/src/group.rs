@@ -822,8 +822,8 @@ pub(crate) async fn run_replicated(
     run_core(core, rx, Some(log_rx), shutdown, unpins).await;
 }
 
-/// A group's state behind the lock its task and, in memory, the writers
-/// applying straight ([`try_write`]) take.
+/// A group's state behind the lock its task takes, and the callers
+/// served straight ([`try_serve`], [`try_write`]).
 pub(crate) type SharedCore = Arc<std::sync::Mutex<GroupCore>>;
 
 /// Wraps a group's state for [`run`].
@@ -877,7 +877,7 @@ pub(crate) fn try_serve(
     let Some(mut core) = try_locked(core) else {
         return Err(Box::new(op));
     };
-    if core.stopped || !core.ready() {
+    if !core.ready() {
         return Err(Box::new(op));
     }
     core.serve(op);
@@ -1047,5 +1047,44 @@ mod tests {
             "{outcome:?}"
         );
         assert_eq!(locked(&core).machine.head(&id).unwrap().tail_offset, 3);
+    }
+
+    #[test]
+    fn a_request_is_served_on_the_callers_task_only_while_the_lock_is_free() {
+        let core = shared(GroupCore::new(MachineOptions::corrected()));
+        let unpins = tokio::sync::Notify::new();
+        let id = BucketStreamId::new("acme", "log");
+        let head = |id: &BucketStreamId| {
+            let (reply, rx) = oneshot::channel();
+            let op = Op::Head {
+                stream_id: id.clone(),
+                now_ms: 1_000,
+                reply,
+            };
+            (op, rx)
+        };
+        // Held: handed back, nothing answered.
+        let guard = locked(&core);
+        let (op, mut rx) = head(&id);
+        let Err(back) = try_serve(&core, op, &unpins) else {
+            panic!("served while the lock was held");
+        };
+        assert!(matches!(*back, Op::Head { .. }));
+        assert!(rx.try_recv().is_err(), "not answered while held");
+        drop(guard);
+        // Free: answered before `try_serve` returns.
+        assert!(try_serve(&core, *back, &unpins).is_ok());
+        assert_eq!(rx.try_recv().unwrap(), Ok(None));
+        // A query always goes to the group's task.
+        let query = Op::Query(Box::new(|_| {}));
+        assert!(matches!(
+            try_serve(&core, query, &unpins).map_err(|op| *op),
+            Err(Op::Query(_))
+        ));
+        // So does everything once the task stopped.
+        locked(&core).shutdown();
+        let (op, mut rx) = head(&id);
+        assert!(try_serve(&core, op, &unpins).is_err());
+        assert!(rx.try_recv().is_err());
     }
 }

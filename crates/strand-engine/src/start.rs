@@ -35,7 +35,7 @@ impl Engine {
                 shutdown_rx.clone(),
                 Arc::clone(&unpins),
             )));
-            groups.push(Group::direct(
+            groups.push(Group::new(
                 tx,
                 config.queue_depth,
                 (core, Arc::clone(&unpins)),
@@ -82,7 +82,7 @@ impl Engine {
                 shutdown_rx.clone(),
                 Arc::clone(&unpins),
             )));
-            groups.push(Group::direct(
+            groups.push(Group::new(
                 tx,
                 config.queue_depth,
                 (core, Arc::clone(&unpins)),
