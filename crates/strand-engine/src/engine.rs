@@ -147,30 +147,21 @@ pub(crate) struct Group {
     /// ([`Engine::write`]), as many as its queue holds: past them a write
     /// is refused as busy, as a full queue refuses it.
     proposing: Semaphore,
-    /// The group's state and the engine's unpin signal: requests are
-    /// served on the caller's task when the group's lock is free
-    /// ([`Engine::call`]).
-    direct: (crate::group::SharedCore, Arc<tokio::sync::Notify>),
-    /// Whether writes apply on the caller's task too ([`Engine::write`]):
-    /// an in-memory group's do; a replicated group's go to its log.
-    direct_writes: bool,
+    /// The group's state, which its task serves from, and callers too
+    /// when its lock is free ([`Engine::call`], [`Engine::write`]).
+    core: crate::group::SharedCore,
 }
 
 impl Group {
-    /// A group whose requests may be served on the caller's task
-    /// (`core` is its state, which its task serves from as well); with
-    /// `direct_writes` (in memory), its writes too.
     pub(crate) fn new(
         tx: mpsc::Sender<Op>,
         queue_depth: usize,
-        (core, unpins): (crate::group::SharedCore, Arc<tokio::sync::Notify>),
-        direct_writes: bool,
+        core: crate::group::SharedCore,
     ) -> Self {
         Self {
             tx,
             proposing: Semaphore::new(queue_depth.max(1)),
-            direct: (core, unpins),
-            direct_writes,
+            core,
         }
     }
 }
@@ -209,6 +200,8 @@ struct Inner {
     /// The node's copy of flushed bytes, shared with the groups' tasks and
     /// appliers (a replicated engine's, once installed).
     replica: ReplicaSlot,
+    /// Tells the fork janitor that a group has unpins to deliver.
+    unpins: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -229,6 +222,7 @@ impl Engine {
         tasks: Vec<JoinHandle<()>>,
         shutdown: watch::Sender<bool>,
         (replicated, replica): (bool, ReplicaSlot),
+        unpins: Arc<tokio::sync::Notify>,
     ) -> Self {
         let logs = groups.iter().map(|_| std::sync::OnceLock::new()).collect();
         Self {
@@ -243,6 +237,7 @@ impl Engine {
                 logs,
                 replicated,
                 replica,
+                unpins,
             }),
         }
     }
@@ -337,8 +332,7 @@ impl Engine {
         // engine shuts down, through the queue, which the group's task
         // closes as it stops.
         if !*self.inner.shutdown.borrow() {
-            let (core, unpins) = &g.direct;
-            match crate::group::try_serve(core, op, unpins) {
+            match crate::group::try_serve(&g.core, op, &self.inner.unpins) {
                 Ok(()) => return self.answered(rx).await,
                 Err(busy) => op = *busy,
             }
@@ -476,18 +470,17 @@ impl Engine {
         let group = self.group_for(&request.stream_id);
         let mut request = Box::new(request);
         let g = self.group(group);
-        if g.direct_writes {
-            let (core, unpins) = &g.direct;
+        if !self.inner.replicated {
             if *self.inner.shutdown.borrow() {
                 return Err(EngineError::Shutdown);
             }
-            match crate::group::try_write(core, request, now_ms, unpins) {
+            match crate::group::try_write(&g.core, request, now_ms, &self.inner.unpins) {
                 Ok(outcome) => return Ok(outcome),
                 Err(busy) => request = busy,
             }
         }
         if let Some(log) = self.inner.logs.get(group).and_then(|l| l.get()) {
-            let Ok(_place) = self.group(group).proposing.try_acquire() else {
+            let Ok(_place) = g.proposing.try_acquire() else {
                 return Err(EngineError::Busy);
             };
             let (tx, rx) = oneshot::channel();

@@ -925,15 +925,22 @@ async fn run_core(
                     None => std::future::pending().await,
                 }
             } => match input {
-                Some(input) => locked(&core).serve_log(input),
+                Some(input) => {
+                    let mut core = locked(&core);
+                    core.serve_log(input);
+                    signal_unpins(&core, &unpins);
+                }
                 None => log_rx = None,
             },
             op = rx.recv(), if ready => match op {
-                Some(op) => locked(&core).serve(op),
+                Some(op) => {
+                    let mut core = locked(&core);
+                    core.serve(op);
+                    signal_unpins(&core, &unpins);
+                }
                 None => break,
             },
         }
-        signal_unpins(&locked(&core), &unpins);
     }
     locked(&core).shutdown();
 }

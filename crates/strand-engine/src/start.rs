@@ -35,12 +35,7 @@ impl Engine {
                 shutdown_rx.clone(),
                 Arc::clone(&unpins),
             )));
-            groups.push(Group::new(
-                tx,
-                config.queue_depth,
-                (core, Arc::clone(&unpins)),
-                true,
-            ));
+            groups.push(Group::new(tx, config.queue_depth, core));
         }
         let engine = Self::from_parts(
             &config,
@@ -49,6 +44,7 @@ impl Engine {
             tasks,
             shutdown,
             (false, ReplicaSlot::default()),
+            Arc::clone(&unpins),
         );
         start_janitor(&engine, unpins, shutdown_rx);
         engine
@@ -82,15 +78,18 @@ impl Engine {
                 shutdown_rx.clone(),
                 Arc::clone(&unpins),
             )));
-            groups.push(Group::new(
-                tx,
-                config.queue_depth,
-                (core, Arc::clone(&unpins)),
-                false,
-            ));
+            groups.push(Group::new(tx, config.queue_depth, core));
             appliers.push(GroupApplier::new(index, log_tx, Arc::clone(&replica)));
         }
-        let engine = Self::from_parts(&config, clock, groups, tasks, shutdown, (true, replica));
+        let engine = Self::from_parts(
+            &config,
+            clock,
+            groups,
+            tasks,
+            shutdown,
+            (true, replica),
+            Arc::clone(&unpins),
+        );
         start_janitor(&engine, unpins, shutdown_rx);
         let links = appliers
             .into_iter()
