@@ -56,12 +56,28 @@ impl Origins {
 /// and `-Allow-Headers` go on preflight answers only (`preflight`): the
 /// Fetch standard reads them from a preflight and nowhere else, and they
 /// are two thirds of these headers' bytes on every other response.
+///
+/// `cacheable` says whether a shared cache may keep the response (`GET`,
+/// `HEAD` and the rest of the safe methods). A response that no cache
+/// keeps (a `POST`, `PUT` or `DELETE` answer) carries
+/// `Access-Control-Allow-Origin` and `-Expose-Headers` only when the
+/// request names an `Origin`: browsers send one with every cross-origin
+/// request, and with every `POST`, so no browser misses them, while a
+/// writer outside a browser saves their 400 bytes on each append. A
+/// cacheable response carries them whatever the request, so that a CDN
+/// cannot hand a browser a copy made for a client without an `Origin`.
 pub fn add_headers(
     headers: &mut HeaderMap,
     origins: &Origins,
     origin: Option<&HeaderValue>,
     preflight: bool,
+    cacheable: bool,
 ) {
+    if !cacheable && !preflight && origin.is_none() {
+        headers.insert(header::X_CONTENT_TYPE_OPTIONS, NOSNIFF);
+        headers.insert(CROSS_ORIGIN_RESOURCE_POLICY, CROSS_ORIGIN);
+        return;
+    }
     match origins {
         Origins::Any => {
             headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, ANY_ORIGIN);
@@ -111,6 +127,7 @@ mod tests {
             &listed,
             Some(&HeaderValue::from_static("https://app.test")),
             false,
+            true,
         );
         assert_eq!(h[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://app.test");
         assert_eq!(h[header::VARY], "origin");
@@ -120,17 +137,18 @@ mod tests {
             &listed,
             Some(&HeaderValue::from_static("https://evil.test")),
             false,
+            true,
         );
         assert!(h.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
         let mut h = HeaderMap::new();
-        add_headers(&mut h, &Origins::Any, None, false);
+        add_headers(&mut h, &Origins::Any, None, false, true);
         assert_eq!(h[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
         assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
         assert!(h.contains_key(header::ACCESS_CONTROL_EXPOSE_HEADERS));
         assert!(!h.contains_key(header::ACCESS_CONTROL_ALLOW_METHODS));
         assert!(!h.contains_key(header::ACCESS_CONTROL_ALLOW_HEADERS));
         let mut h = HeaderMap::new();
-        add_headers(&mut h, &Origins::Any, None, true);
+        add_headers(&mut h, &Origins::Any, None, true, false);
         assert_eq!(h[header::ACCESS_CONTROL_ALLOW_METHODS], ALLOW_METHODS);
         assert!(
             h[header::ACCESS_CONTROL_ALLOW_HEADERS]
@@ -138,5 +156,30 @@ mod tests {
                 .unwrap()
                 .contains("if-none-match")
         );
+    }
+
+    #[test]
+    fn answers_no_cache_keeps_carry_cors_headers_only_for_an_origin() {
+        let origin = HeaderValue::from_static("https://app.test");
+        for origins in [
+            Origins::Any,
+            Origins::Listed(vec!["https://app.test".into()]),
+        ] {
+            let mut h = HeaderMap::new();
+            add_headers(&mut h, &origins, None, false, false);
+            assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+            assert_eq!(h[CROSS_ORIGIN_RESOURCE_POLICY], "cross-origin");
+            assert_eq!(h.len(), 2, "{h:?}");
+            let mut h = HeaderMap::new();
+            add_headers(&mut h, &origins, Some(&origin), false, false);
+            let allowed = if origins == Origins::Any {
+                "*"
+            } else {
+                "https://app.test"
+            };
+            assert_eq!(h[header::ACCESS_CONTROL_ALLOW_ORIGIN], allowed);
+            assert!(h.contains_key(header::ACCESS_CONTROL_EXPOSE_HEADERS));
+            assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        }
     }
 }

@@ -50,7 +50,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Headers that belong to one connection, not to the request or answer
 /// (RFC 9110 §7.6.1), and the ones [`crate::cors::add_headers`] sets on
-/// every answer anyway.
+/// this node's answer itself.
 const NOT_PASSED_ON: [HeaderName; 13] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),

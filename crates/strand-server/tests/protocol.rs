@@ -1004,11 +1004,28 @@ async fn the_app_router_serves_the_routes() {
         .send()
         .await;
     assert_eq!(appended.status, StatusCode::NO_CONTENT);
+    // No cache keeps an append's answer: the CORS headers go to browsers
+    // (which name an `Origin`) only; the security headers go to everyone.
+    assert_eq!(appended.h("access-control-allow-origin"), None);
+    assert_eq!(appended.h("access-control-expose-headers"), None);
+    assert_eq!(appended.h("x-content-type-options"), Some("nosniff"));
+    let from_browser = common::request(addr, hyper::Method::POST, "/v1/stream/r")
+        .header("origin", "https://app.test")
+        .text("!")
+        .send()
+        .await;
+    assert_eq!(from_browser.status, StatusCode::NO_CONTENT);
+    assert_eq!(from_browser.h("access-control-allow-origin"), Some("*"));
+    assert!(
+        from_browser
+            .h("access-control-expose-headers")
+            .is_some_and(|h| h.contains("stream-next-offset"))
+    );
     let read = common::request(addr, hyper::Method::GET, "/v1/stream/r")
         .send()
         .await;
     assert_eq!(read.status, StatusCode::OK);
-    assert_eq!(read.text(), "hello router");
+    assert_eq!(read.text(), "hello router!");
     assert_eq!(read.h("access-control-allow-origin"), Some("*"));
     assert_eq!(read.h("x-content-type-options"), Some("nosniff"));
     let missing = common::request(addr, hyper::Method::GET, "/v1/stream/none")

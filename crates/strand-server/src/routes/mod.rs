@@ -204,7 +204,15 @@ pub async fn serve(state: AppState, request: Request) -> Response {
         Ok(response) => response,
         Err(error) => error.into_response(),
     };
-    crate::cors::add_headers(response.headers_mut(), &origins, origin.as_ref(), preflight);
+    // A shared cache may keep answers to the safe methods only.
+    let cacheable = method.is_safe();
+    crate::cors::add_headers(
+        response.headers_mut(),
+        &origins,
+        origin.as_ref(),
+        preflight,
+        cacheable,
+    );
     let status = response.status();
     metrics.request(class, &method, status.as_u16(), started.elapsed());
     let subject = response
