@@ -134,6 +134,10 @@ impl WaiterTx {
 #[derive(Default)]
 pub(crate) struct Waiters {
     by_stream: HashMap<BucketStreamId, Vec<Waiter>>,
+    /// An empty list whose room [`Waiters::wake_appended`] swaps in for
+    /// the subscriptions it keeps, so waking a stream's subscribers per
+    /// append allocates nothing and leaves the map's entry in place.
+    spare: Vec<Waiter>,
 }
 
 impl Waiters {
@@ -176,11 +180,11 @@ impl Waiters {
     /// start stay parked at its end (unless it closed the stream or their
     /// queue is full).
     pub(crate) fn wake_appended(&mut self, id: &BucketStreamId, notice: &AppendNotice) {
-        let Some(list) = self.by_stream.remove(id) else {
+        let Some(kept) = self.by_stream.get_mut(id) else {
             return;
         };
-        let mut kept = Vec::new();
-        for w in list {
+        let mut list = std::mem::replace(kept, std::mem::take(&mut self.spare));
+        for w in list.drain(..) {
             match w.tx {
                 WaiterTx::Live(tx) if w.offset == notice.offset && !notice.closed => {
                     if tx.try_send(Wake::Appended(notice.clone())).is_ok() {
@@ -194,9 +198,10 @@ impl Waiters {
                 tx => tx.finish(Wake::Changed),
             }
         }
-        if !kept.is_empty() {
-            self.by_stream.insert(id.clone(), kept);
+        if kept.is_empty() {
+            self.by_stream.remove(id);
         }
+        self.spare = list;
     }
 
     /// Wakes every waiter of a bucket (purge).
