@@ -1,8 +1,7 @@
 //! Leadership balancing and drains on a cluster's node.
 //!
-//! Every member is a voter of every group, so what is left to spread is
-//! the leaders' work. Only groups of at most [`MAX_HANDOFF_VOTERS`]
-//! voters are handed off (a three-node cluster today). Each node, once per interval, looks at the groups
+//! The placement spreads each group's voters; what is left to spread is
+//! the leaders' work. Each node, once per interval, looks at the groups
 //! it leads and hands one of them to the least-loaded other member when
 //! it leads at least two more than that member (so leaderships end with a
 //! max − min of at most 1 per node), or, while it is draining, hands one
@@ -35,12 +34,14 @@ use crate::types::NodeId;
 /// hand-off would only start an election.
 const MIN_TENURE: Duration = Duration::from_millis(1100);
 
-/// The most voters a group may have for its leadership to be handed off:
-/// the new leader wins with its own vote and the old leader's (whose
-/// lease has expired), a majority of three; in a larger group the other
-/// voters, whose leases the leader keeps fresh, refuse it (openraft 0.9
-/// has no leadership transfer that bypasses their lease).
-pub const MAX_HANDOFF_VOTERS: usize = 3;
+/// The most voters a group may have for its leadership to be handed off
+/// at once: the new leader wins with its own vote and the old leader's
+/// (whose lease has expired), a majority of three. In a larger group the
+/// other voters, whose leases the leader keeps fresh, would refuse it
+/// (openraft 0.9 has no leadership transfer that bypasses their lease),
+/// so there the old leader first lets their leases run out
+/// ([`RaftGroup::transfer_leader`]).
+pub(crate) const HANDOFF_AT_ONCE_VOTERS: usize = 3;
 
 /// How long a round waits for each peer's view.
 const VIEW_TIMEOUT: Duration = Duration::from_secs(1);
@@ -322,11 +323,7 @@ impl Balancer {
         let leaders: Vec<Option<NodeId>> = known.iter().map(|k| k.as_ref()?.leader).collect();
         // Groups this node has led long enough.
         let mine: Vec<usize> = (0..groups.len())
-            .filter(|&i| {
-                leads(&metrics[i], me)
-                    && now.duration_since(since[i].1) >= MIN_TENURE
-                    && voters(&metrics[i]).len() <= MAX_HANDOFF_VOTERS
-            })
+            .filter(|&i| leads(&metrics[i], me) && now.duration_since(since[i].1) >= MIN_TENURE)
             .collect();
         if mine.is_empty() {
             return;

@@ -71,7 +71,7 @@ mod types;
 mod wire;
 
 pub use asking::ASK_PATH;
-pub use balance::{BalanceStats, DEFAULT_BALANCE_INTERVAL_MS, MAX_HANDOFF_VOTERS};
+pub use balance::{BalanceStats, DEFAULT_BALANCE_INTERVAL_MS};
 pub use batch::BATCHES_IN_FLIGHT;
 pub use cluster::{
     ClusterStatus, DRAIN_PATH, DrainRequest, GroupStatusView, GroupView, MoveStatus, NodeState,

@@ -250,6 +250,13 @@ impl RaftGroup {
     /// it its vote, so it wins at once; then the proposals go on (to the
     /// new leader, forwarded). Answers how long proposals waited.
     ///
+    /// With more than three voters, `to` needs a vote beyond this node's:
+    /// the other voters refuse any candidate while their leader lease is
+    /// fresh, and this node's heartbeats keep it fresh. So this node stops
+    /// its heartbeats first and asks `to` to campaign in the window where
+    /// their leases have run out but none of them has started an election
+    /// of its own ([`lease_pause`]); proposals wait about a second longer.
+    ///
     /// # Errors
     /// This node does not lead, `to` is not a voter, it did not catch up
     /// or win in time, or could not be reached; proposals go on then, and
@@ -265,7 +272,7 @@ impl RaftGroup {
         let leads = |m: &openraft::RaftMetrics<u64, openraft::BasicNode>| {
             m.state == openraft::ServerState::Leader && m.current_leader == Some(me)
         };
-        {
+        let voters = {
             let m = self.raft().metrics().borrow().clone();
             if !leads(&m) {
                 return Err(format!("node {me} does not lead group {}", self.group));
@@ -277,15 +284,8 @@ impl RaftGroup {
                     self.group
                 ));
             }
-            if voters.len() > crate::balance::MAX_HANDOFF_VOTERS {
-                return Err(format!(
-                    "group {} has {} voters: a leadership is handed off only in groups of {} at most",
-                    self.group,
-                    voters.len(),
-                    crate::balance::MAX_HANDOFF_VOTERS
-                ));
-            }
-        }
+            voters.len()
+        };
         let started = std::time::Instant::now();
         let permits = u32::try_from(IN_FLIGHT).unwrap_or(u32::MAX);
         let _held = tokio::time::timeout(
@@ -315,12 +315,20 @@ impl RaftGroup {
             )
             .await
             .map_err(|e| format!("node {to} did not catch up: {e}"))?;
+        let lost = || format!("node {me} lost group {}'s leadership meanwhile", self.group);
         if !leads(&raft.metrics().borrow()) {
-            return Err(format!(
-                "node {me} lost group {}'s leadership meanwhile",
-                self.group
-            ));
+            return Err(lost());
         }
+        let _quiet = if voters > crate::balance::HANDOFF_AT_ONCE_VOTERS {
+            let quiet = Quiet::new(raft.clone());
+            tokio::time::sleep(lease_pause(raft.config())).await;
+            if !leads(&raft.metrics().borrow()) {
+                return Err(lost());
+            }
+            Some(quiet)
+        } else {
+            None
+        };
         http.post(
             addr,
             &RaftMessage::Elect.path(self.group),
@@ -494,6 +502,41 @@ pub(crate) const REFUSED: &str = "refused for now: ";
 /// A leader's refusal of a forwarded entry while its log waits for disk
 /// space.
 pub(crate) const DISK_FULL: &str = "the leader's log is waiting for disk space";
+
+/// The group's heartbeats stopped while it lives: its followers' leader
+/// leases run out (a leadership hand-off in a group of more than three
+/// voters). Dropping it starts them again.
+struct Quiet(Raft<TypeConfig>);
+
+impl Quiet {
+    fn new(raft: Raft<TypeConfig>) -> Self {
+        raft.runtime_config().heartbeat(false);
+        Self(raft)
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        self.0.runtime_config().heartbeat(true);
+    }
+}
+
+/// How long a leader waits, once its heartbeats stopped, before the voter
+/// it hands the group to campaigns. openraft 0.9 refuses a vote while a
+/// voter heard from its leader within the lease (`election_timeout_max`)
+/// and lets a follower start its own election only after the lease plus
+/// its election timeout (at least `election_timeout_min`). The last
+/// heartbeat left at most `heartbeat_interval` before they stopped, so
+/// every other voter grants votes from `max` after the stop and none
+/// campaigns before `max + min - heartbeat`: the pause ends in the middle
+/// of that window (with openraft's settings here, 900 + 450 − 150 ms:
+/// 1,050 ms after the stop, 150 ms from either edge).
+fn lease_pause(config: &openraft::Config) -> Duration {
+    let window = config
+        .election_timeout_min
+        .saturating_sub(config.heartbeat_interval);
+    Duration::from_millis(config.election_timeout_max.saturating_add(window / 2))
+}
 
 /// How long a leadership transfer waits for its new leader to hold every
 /// entry (proposals wait meanwhile).

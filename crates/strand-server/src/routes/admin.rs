@@ -236,9 +236,7 @@ async fn cluster(state: &AppState) -> Response {
 /// member; 204 once the member took it (it does not wait for the
 /// leaderships to move: `GET /__strand/cluster` shows them), 404 for a
 /// node that is not a member or a node without Raft, 409 on a node
-/// without peers or, with a replication factor above what a hand-off
-/// allows (`strand_raft::MAX_HANDOFF_VOTERS`), with groups of that many
-/// voters; 503 when the member did not answer.
+/// without peers; 503 when the member did not answer.
 async fn drain(state: &AppState, draining: bool, node: &str) -> Result<Response, ApiError> {
     let Some(raft) = &state.raft else {
         return Err(ApiError::not_found(
@@ -255,29 +253,8 @@ async fn drain(state: &AppState, draining: bool, node: &str) -> Result<Response,
     let Ok(id) = node.parse::<u64>() else {
         return Err(ApiError::bad_request(format!("{node:?} is not a node id")));
     };
-    let view = raft.view();
     if !raft.members().contains(&id) {
         return Err(ApiError::not_found(format!("node {id} is not a member")));
-    }
-    // A group in the middle of a change of voters lists both halves; only
-    // a replication factor above the hand-off limit keeps groups larger.
-    if draining
-        && state.config.replication_factor > strand_raft::MAX_HANDOFF_VOTERS
-        && let Some(g) = view
-            .groups
-            .iter()
-            .find(|g| g.voters.len() > strand_raft::MAX_HANDOFF_VOTERS)
-    {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!(
-                "group {} has {} voters: leaderships are handed off only in groups of {} voters \
-                 at most (--replication-factor 3 or less), so a drain would never end",
-                g.group,
-                g.voters.len(),
-                strand_raft::MAX_HANDOFF_VOTERS
-            ),
-        ));
     }
     raft.drain(id, draining, PEER_VIEW_TIMEOUT)
         .await
