@@ -169,6 +169,11 @@ pub struct RaftGroupStatus {
     /// requests on to one that does.
     #[serde(default)]
     pub held: bool,
+    /// The last log index this node purged from its log (its entries up
+    /// to there are in a snapshot only: a member further behind catches
+    /// up by installing one), if it purged any.
+    #[serde(default)]
+    pub purged_index: Option<u64>,
     /// The log writer's counters (group commit: writes, fsyncs, entries).
     pub log: LogStats,
     /// The group's snapshots on this node.
@@ -745,6 +750,7 @@ impl RaftNode {
             .map(|(at, g)| RaftGroupStatus {
                 replication: g.status(),
                 held: self.holds(at),
+                purged_index: g.purged_index(),
                 log: g.log_stats(),
                 snapshot: g.snapshot_stats(),
             })

@@ -379,6 +379,11 @@ impl RaftGroup {
         self.log().waiting_for_space()
     }
 
+    /// The last log index the group's log purged, if any.
+    pub(crate) fn purged_index(&self) -> Option<u64> {
+        self.raft().metrics().borrow().purged.map(|l| l.index)
+    }
+
     /// The group's log writer counters.
     pub(crate) fn log_stats(&self) -> LogStats {
         self.log().stats()

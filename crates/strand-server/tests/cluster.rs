@@ -96,13 +96,18 @@ pub(crate) fn node_state(status: &serde_json::Value, id: u64) -> &str {
         .unwrap_or("missing")
 }
 
-/// Group 0's snapshot counters on the node at `addr`.
-async fn snapshot_stats(addr: SocketAddr) -> serde_json::Value {
+/// Group 0 as the node at `addr` reports it under `/__strand/health`.
+async fn group0(addr: SocketAddr) -> serde_json::Value {
     let r = request(addr, "GET", "/__strand/health", &[], b"")
         .await
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    v["groups"][0]["snapshot"].clone()
+    v["groups"][0].clone()
+}
+
+/// Group 0's snapshot counters on the node at `addr`.
+async fn snapshot_stats(addr: SocketAddr) -> serde_json::Value {
+    group0(addr).await["snapshot"].clone()
 }
 
 /// The leader every node of `addrs` agrees on, once they do (`what`
@@ -219,6 +224,9 @@ async fn three_nodes_survive_losing_the_leader() {
     assert_eq!(r.body, own, "the follower reads its own forwarded writes");
 
     // kill -9 the leader; keep writing through a survivor.
+    let old_last = group0(addrs[(leader - 1) as usize]).await["last_log_index"]
+        .as_u64()
+        .unwrap();
     nodes[(leader - 1) as usize].take().unwrap().kill9();
     let killed = Instant::now();
     let survivors: Vec<SocketAddr> = (1..=3u64)
@@ -263,8 +271,19 @@ async fn three_nodes_survive_losing_the_leader() {
     }
 
     // The old leader restarts and catches up: the survivors snapshot every
-    // 50 entries and keep 50, so its log (about 150 entries) is behind
-    // their purge point and it installs a snapshot.
+    // 50 entries and keep 50, so once the new leader's log is purged past
+    // the old leader's last entry (snapshots are built in the background:
+    // waited for), the old leader installs a snapshot.
+    let new_leader_addr = addrs[(new_leader - 1) as usize];
+    eventually(
+        "the new leader purges its log past the old leader's last entry",
+        Duration::from_secs(30),
+        || async {
+            let purged = group0(new_leader_addr).await["purged_index"].as_u64()?;
+            (purged > old_last).then_some(())
+        },
+    )
+    .await;
     let restarted = start_args(&node_args(tmp.path(), leader, &ports));
     converges(restarted.addr, &expected, "the old leader catches up").await;
     // Up again, and (asked on the restarted node) caught up with the
