@@ -534,8 +534,8 @@ impl Drop for Quiet {
 /// heartbeat left at most `heartbeat_interval` before they stopped, so
 /// every other voter grants votes from `max` after the stop and none
 /// campaigns before `max + min - heartbeat`: the pause ends in the middle
-/// of that window (with openraft's settings here, 900 + 450 − 150 ms:
-/// 1,050 ms after the stop, 150 ms from either edge).
+/// of that window. With the settings here the window runs from 900 to
+/// 1,200 ms after the stop, and the pause ends at 1,050 ms.
 fn lease_pause(config: &openraft::Config) -> Duration {
     let window = config
         .election_timeout_min
