@@ -702,6 +702,55 @@ async fn start_balanced(dir: &Path) -> (Vec<Server>, Vec<SocketAddr>) {
     (nodes, addrs)
 }
 
+/// Whether every group has a leader and the leaderships per node differ
+/// by one at most.
+fn spread(status: &serde_json::Value) -> bool {
+    let (counts, all_led) = leaderships(status);
+    all_led && counts.values().max().unwrap() - counts.values().min().unwrap() <= 1
+}
+
+/// Drains node 1 through the admin listener `admin` and waits until the
+/// node at `at` reports it draining and every group led by another; the
+/// status then.
+async fn drain_node_1(admin: SocketAddr, at: SocketAddr) -> serde_json::Value {
+    operate(admin, "/__strand/cluster/drain/1").await;
+    cluster_status(at, "node 1 drains", |v| {
+        let (counts, all_led) = leaderships(v);
+        all_led && counts[&1] == 0 && node_state(v, 1) == "draining"
+    })
+    .await
+}
+
+/// Ends node 1's drain through `admin` and waits until the node at `at`
+/// reports it up and leading again, with `balanced` holding.
+async fn undrain_node_1(
+    admin: SocketAddr,
+    at: SocketAddr,
+    balanced: impl Fn(&serde_json::Value) -> bool,
+) {
+    operate(admin, "/__strand/cluster/undrain/1").await;
+    cluster_status(at, "node 1 leads again", |v| {
+        balanced(v) && node_state(v, 1) == "up" && leaderships(v).0[&1] >= 1
+    })
+    .await;
+}
+
+/// The leadership hand-offs the nodes at `addrs` made, failed and the
+/// longest time one held its group's proposals (µs), from their health.
+async fn hand_offs(addrs: &[SocketAddr]) -> (u64, u64, u64) {
+    let (mut moved, mut failed, mut held_us_max) = (0, 0, 0);
+    for addr in addrs {
+        let r = request(*addr, "GET", "/__strand/health", &[], b"")
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        moved += v["balance"]["moved"].as_u64().unwrap();
+        failed += v["balance"]["failed"].as_u64().unwrap();
+        held_us_max = held_us_max.max(v["balance"]["held_us_max"].as_u64().unwrap());
+    }
+    (moved, failed, held_us_max)
+}
+
 /// What one producer did: its stream, each acknowledged body with the
 /// next offset it was acknowledged at, and the longest wait for one.
 type Produced = (String, Vec<(String, u64)>, Duration);
@@ -841,21 +890,13 @@ async fn leaderships_spread_and_a_drained_node_hands_them_off() {
     let writers = Writers::start(&addrs, STREAMS);
 
     // Balanced: two leaderships per node (node 1 first led them all).
-    let balanced = |v: &serde_json::Value| {
-        let (counts, all_led) = leaderships(v);
-        all_led && counts.values().max().unwrap() - counts.values().min().unwrap() <= 1
-    };
+    let balanced = spread;
     let status = cluster_status(addrs[1], "the leaderships spread", balanced).await;
     eprintln!("balanced: {:?}", leaderships(&status).0);
 
     // Drain node 1: it hands off every leadership and is reported draining.
     let admin = process::admin_addr(addrs[2]);
-    operate(admin, "/__strand/cluster/drain/1").await;
-    let status = cluster_status(addrs[0], "node 1 drains", |v| {
-        let (counts, all_led) = leaderships(v);
-        all_led && counts[&1] == 0 && node_state(v, 1) == "draining"
-    })
-    .await;
+    let status = drain_node_1(admin, addrs[0]).await;
     let (counts, _) = leaderships(&status);
     assert_eq!(counts[&2] + counts[&3], BALANCED_GROUPS, "{status}");
     assert!(counts[&2].abs_diff(counts[&3]) <= 1, "{status}");
@@ -866,27 +907,12 @@ async fn leaderships_spread_and_a_drained_node_hands_them_off() {
     assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
 
     // Undrained, it gets its share back.
-    operate(admin, "/__strand/cluster/undrain/1").await;
-    cluster_status(addrs[0], "node 1 leads again", |v| {
-        balanced(v) && node_state(v, 1) == "up" && leaderships(v).0[&1] >= 1
-    })
-    .await;
+    undrain_node_1(admin, addrs[0], balanced).await;
 
     // Every acknowledged append once, at its acknowledged offset, on
     // every node.
     let (total, _) = writers.stop_and_verify(&addrs).await;
-    let mut moved = 0;
-    let mut failed = 0;
-    let mut held_us_max = 0;
-    for addr in &addrs {
-        let r = request(*addr, "GET", "/__strand/health", &[], b"")
-            .await
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        moved += v["balance"]["moved"].as_u64().unwrap();
-        failed += v["balance"]["failed"].as_u64().unwrap();
-        held_us_max = held_us_max.max(v["balance"]["held_us_max"].as_u64().unwrap());
-    }
+    let (moved, failed, held_us_max) = hand_offs(&addrs).await;
     assert!(
         moved >= 4 + 2,
         "two moves to balance, two to drain at least: {moved}"
@@ -1129,40 +1155,17 @@ async fn groups_of_four_voters_hand_off_their_leaderships() {
                 .all(|g| g["voters"] == serde_json::json!([1, 2, 3, 4]))
         })
     };
-    let balanced = |v: &serde_json::Value| {
-        let (counts, all_led) = leaderships(v);
-        four_voters(v)
-            && all_led
-            && counts.values().max().unwrap() - counts.values().min().unwrap() <= 1
-    };
+    let balanced = |v: &serde_json::Value| four_voters(v) && spread(v);
     let status = cluster_status(addrs[1], "the leaderships spread", balanced).await;
     eprintln!("balanced: {:?}", leaderships(&status).0);
 
     let admin = process::admin_addr(addrs[1]);
-    operate(admin, "/__strand/cluster/drain/1").await;
-    let status = cluster_status(addrs[0], "node 1 drains", |v| {
-        let (counts, all_led) = leaderships(v);
-        all_led && counts[&1] == 0 && node_state(v, 1) == "draining"
-    })
-    .await;
+    let status = drain_node_1(admin, addrs[0]).await;
     eprintln!("drained: {:?}", leaderships(&status).0);
-    operate(admin, "/__strand/cluster/undrain/1").await;
-    cluster_status(addrs[0], "node 1 leads again", |v| {
-        balanced(v) && node_state(v, 1) == "up" && leaderships(v).0[&1] >= 1
-    })
-    .await;
+    undrain_node_1(admin, addrs[0], balanced).await;
 
     let (total, _) = writers.stop_and_verify(&addrs).await;
-    let (mut moved, mut failed, mut held_us_max) = (0, 0, 0);
-    for addr in &addrs {
-        let r = request(*addr, "GET", "/__strand/health", &[], b"")
-            .await
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        moved += v["balance"]["moved"].as_u64().unwrap();
-        failed += v["balance"]["failed"].as_u64().unwrap();
-        held_us_max = held_us_max.max(v["balance"]["held_us_max"].as_u64().unwrap());
-    }
+    let (moved, failed, held_us_max) = hand_offs(&addrs).await;
     // Spreading six leaderships over four nodes takes three moves or
     // more, the drain one or more, the undrain one or more.
     assert!(moved >= 5, "hand-offs: {moved}");
