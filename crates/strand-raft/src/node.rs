@@ -109,6 +109,9 @@ pub(crate) async fn ask_to_join(
 
 /// How long a removal waits for a member to take its drain.
 const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a removal's renewed leaving mark may take to reach the node
+/// it removes (a node that does not answer is asked again next round).
+const REMARK_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How long a removal waits for group 0's leader to make the change.
 const CHANGE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -360,12 +363,18 @@ impl RaftNode {
         // Its leaderships go first, then its votes, while it answers; a
         // node that does not answer leads nothing the others still follow.
         let leaving = DrainRequest::Leaving { leaving: true };
+        // The mark lives in the node's memory: a node restarted meanwhile
+        // has lost it, so each round of the waits below asks again.
+        let ask_again = || async {
+            let _ = self.ask_drain(id, leaving, REMARK_TIMEOUT).await;
+        };
         if self.ask_drain(id, leaving, PEER_TIMEOUT).await.is_ok() {
             let deadline = tokio::time::Instant::now() + wait;
             while (0..self.groups.len()).any(|g| self.leader_of(g) == Some(id))
                 && tokio::time::Instant::now() < deadline
             {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                ask_again().await;
             }
             let deadline = tokio::time::Instant::now() + wait;
             loop {
@@ -387,6 +396,7 @@ impl RaftNode {
                     )));
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                ask_again().await;
             }
         }
         let body = serde_json::to_vec(&id).map_err(|e| RemoveError::Unavailable(e.to_string()))?;

@@ -1251,6 +1251,60 @@ async fn five_nodes_place_three_voters_per_group() {
     }
 }
 
+/// A member restarted while it is being removed is still removed: its
+/// leaving mark (kept in memory) is gone after the restart, and the
+/// removal, which waits for its votes to move, asks it again to leave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_restarted_during_its_removal_is_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let args = |id: u64| balanced_node_args(tmp.path(), id, &ports);
+    let mut nodes: Vec<Option<Server>> = (1..=4).map(|id| Some(start_args(&args(id)))).collect();
+    let addrs: Vec<SocketAddr> = nodes.iter().flatten().map(|n| n.addr).collect();
+    all_ready(&addrs, Duration::from_secs(90)).await;
+    let votes_of_4 = |v: &serde_json::Value| {
+        v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["voters"].as_array().unwrap().iter().any(|n| n == 4))
+            .count()
+    };
+    cluster_status(addrs[0], "three voters per group, node 4 among them", |v| {
+        v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["voters"].as_array().unwrap().len() == 3)
+            && votes_of_4(v) >= 2
+    })
+    .await;
+
+    let admin = process::admin_addr(addrs[0]);
+    let removal = tokio::spawn(async move {
+        request(admin, "POST", "/__strand/cluster/remove/4", &[], b"").await
+    });
+    // Once node 4 has taken the mark (it reports draining), it restarts
+    // at once, with its votes still moving.
+    let status = cluster_status(addrs[1], "node 4 leaves", |v| {
+        node_state(v, 4) == "draining"
+    })
+    .await;
+    eprintln!("node 4 restarts with {} votes left", votes_of_4(&status));
+    nodes[3].take().unwrap().kill9();
+    nodes[3] = Some(start_args(&args(4)));
+
+    let r = removal.await.unwrap().unwrap();
+    assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
+    cluster_status(addrs[1], "node 4 is out of every group", |v| {
+        node_state(v, 4) == "removed" && votes_of_4(v) == 0
+    })
+    .await;
+    for node in nodes.into_iter().flatten() {
+        node.kill9();
+    }
+}
+
 /// A removed member and a dead one lose their votes: on five nodes of
 /// eight groups (three voters each), `POST /__strand/cluster/remove/5`
 /// drains node 5 and takes it out (its votes move, no group holds it,
