@@ -214,18 +214,18 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Puts an engine together from its started group tasks (`start.rs`
-    /// starts them, and the engine's own background tasks after).
+    /// starts them) and starts its fork unpin janitor.
     pub(crate) fn from_parts(
         config: &EngineConfig,
         clock: Arc<dyn Clock>,
         groups: Vec<Group>,
         tasks: Vec<JoinHandle<()>>,
-        shutdown: watch::Sender<bool>,
+        (shutdown, shutdown_rx): (watch::Sender<bool>, watch::Receiver<bool>),
         (replicated, replica): (bool, ReplicaSlot),
         unpins: Arc<tokio::sync::Notify>,
     ) -> Self {
         let logs = groups.iter().map(|_| std::sync::OnceLock::new()).collect();
-        Self {
+        let engine = Self {
             inner: Arc::new(Inner {
                 groups,
                 clock,
@@ -237,9 +237,18 @@ impl Engine {
                 logs,
                 replicated,
                 replica,
-                unpins,
+                unpins: Arc::clone(&unpins),
             }),
-        }
+        };
+        // The fork unpin janitor (`forks.rs`), woken by the groups through
+        // `unpins`; it ends with the engine.
+        let janitor = tokio::spawn(crate::forks::deliver_unpins(
+            engine.downgrade(),
+            unpins,
+            shutdown_rx,
+        ));
+        engine.add_task(janitor);
+        engine
     }
 
     /// Adds a task [`Engine::shutdown`] waits for.

@@ -37,17 +37,15 @@ impl Engine {
             )));
             groups.push(Group::new(tx, config.queue_depth, core));
         }
-        let engine = Self::from_parts(
+        Self::from_parts(
             &config,
             clock,
             groups,
             tasks,
-            shutdown,
+            (shutdown, shutdown_rx),
             (false, ReplicaSlot::default()),
-            Arc::clone(&unpins),
-        );
-        start_janitor(&engine, unpins, shutdown_rx);
-        engine
+            unpins,
+        )
     }
 
     /// Starts an engine whose groups apply their state changes through a
@@ -86,11 +84,10 @@ impl Engine {
             clock,
             groups,
             tasks,
-            shutdown,
+            (shutdown, shutdown_rx),
             (true, replica),
-            Arc::clone(&unpins),
+            unpins,
         );
-        start_janitor(&engine, unpins, shutdown_rx);
         let links = appliers
             .into_iter()
             .map(|applier| GroupLink {
@@ -100,21 +97,6 @@ impl Engine {
             .collect();
         (engine, links)
     }
-}
-
-/// Starts the fork unpin janitor (`forks.rs`), woken by the groups through
-/// `unpins`; it ends with the engine.
-fn start_janitor(
-    engine: &Engine,
-    unpins: Arc<tokio::sync::Notify>,
-    shutdown: watch::Receiver<bool>,
-) {
-    let janitor = tokio::spawn(crate::forks::deliver_unpins(
-        engine.downgrade(),
-        unpins,
-        shutdown,
-    ));
-    engine.add_task(janitor);
 }
 
 /// One group of an engine started with [`Engine::start_replicated`]:
