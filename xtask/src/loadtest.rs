@@ -87,7 +87,7 @@ pub(crate) const ELECTRIC: PeerCrate = PeerCrate {
 const LONG_POLL_MS: u64 = 30_000;
 
 /// Usage of the task.
-pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--only TEXT] [--targets NAME,…] [--pin] [--resident-writers-large N] [--resident-writers-small N]";
+pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--floors] [--only TEXT] [--targets NAME,…] [--pin] [--resident-writers-large N] [--resident-writers-small N]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -100,6 +100,14 @@ pub(crate) enum Target {
     RustPeer,
     Electric,
     ElectricWal,
+    /// `strand-floor --http hyper`: hyper's HTTP/1.1 connection answering
+    /// writes and passing them to SSE subscribers, with nothing stored
+    /// (write and fan-out scenarios only).
+    FloorHyper,
+    /// `strand-floor --http lean`: a minimal keep-alive loop answering
+    /// writes and writing them to SSE subscribers' sockets, with nothing
+    /// stored (write and fan-out scenarios only).
+    FloorLean,
 }
 
 impl Target {
@@ -114,6 +122,8 @@ impl Target {
             Target::RustPeer => "rust 0.3.0",
             Target::Electric => "electric 0.1.5 memory",
             Target::ElectricWal => "electric 0.1.5 wal",
+            Target::FloorHyper => "floor: hyper, nothing stored",
+            Target::FloorLean => "floor: lean HTTP, nothing stored",
         }
     }
 
@@ -129,6 +139,8 @@ impl Target {
             Target::RustPeer => "rust",
             Target::Electric => "electric",
             Target::ElectricWal => "electric-wal",
+            Target::FloorHyper => "hyper-floor",
+            Target::FloorLean => "lean-floor",
         }
     }
 
@@ -140,6 +152,14 @@ impl Target {
             Target::ElectricWal => Some(work.join("electric-wal-data")),
             _ => None,
         }
+    }
+
+    /// Whether the target serves `scenario` (a floor answers writes and
+    /// passes them to subscribers, and stores nothing to read back).
+    fn serves(self, scenario: &Scenario) -> bool {
+        !matches!(self, Target::FloorHyper | Target::FloorLean)
+            || std::ptr::eq(scenario.figures, WRITE_FIGURES)
+            || std::ptr::eq(scenario.figures, FANOUT_FIGURES)
     }
 }
 
@@ -386,7 +406,7 @@ fn scenarios(quick: bool, writers: ResidentWriters) -> Vec<Scenario> {
 /// `cargo xtask loadtest ARGS`.
 pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     let (mut compare, mut quick, mut durable, mut no_fsync) = (false, false, false, false);
-    let (mut cluster, mut cluster_leader, mut pin) = (false, false, false);
+    let (mut cluster, mut cluster_leader, mut pin, mut floors) = (false, false, false, false);
     let mut only: Option<String> = None;
     let mut keep: Option<Vec<String>> = None;
     let mut writers = ResidentWriters::default();
@@ -399,6 +419,7 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
             "--fsync-never" => no_fsync = true,
             "--cluster" => cluster = true,
             "--cluster-leader" => cluster_leader = true,
+            "--floors" => floors = true,
             "--pin" => pin = true,
             "--only" => {
                 only = Some(
@@ -460,6 +481,9 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
             Target::ElectricWal,
         ]);
     }
+    if floors {
+        targets.extend([Target::FloorHyper, Target::FloorLean]);
+    }
     if let Some(keep) = &keep {
         // The servers the flags chose, narrowed to the named ones (their
         // ratio-column names: strand, durable, electric-wal, …); the
@@ -497,6 +521,9 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     let mut raw = Vec::new();
     for (si, scenario) in scenarios.iter().enumerate() {
         for (ti, target) in targets.iter().enumerate() {
+            if !target.serves(scenario) {
+                continue;
+            }
             println!("==> {} against {}", scenario.name, target.label());
             let mut servers = start(root, *target, &work)?;
             let outcome = match load_targets(*target, &servers) {
@@ -593,7 +620,28 @@ pub(crate) fn start_one(root: &Path, target: Target, work: &Path) -> Result<Serv
         ),
         Target::RustPeer => start_peer(root, work),
         Target::Electric | Target::ElectricWal => start_electric(root, target, work),
+        Target::FloorHyper | Target::FloorLean => start_floor(root, target, work),
     }
+}
+
+/// Starts `strand-floor` (built with strand-bench) on a free loopback
+/// port, with hyper or the lean loop, and waits for it to answer.
+fn start_floor(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
+    let port = free_port()?;
+    let http = if target == Target::FloorHyper {
+        "hyper"
+    } else {
+        "lean"
+    };
+    let mut cmd = server_command(target_dir(root).join("release").join("strand-floor"));
+    cmd.args(["--http", http, "--listen", &format!("127.0.0.1:{port}")]);
+    spawn_polled(
+        "strand-floor",
+        cmd,
+        port,
+        &work.join(format!("floor-{http}.log")),
+        "GET /",
+    )
 }
 
 /// The URLs the load goes to (every server, or for `--cluster-leader`
