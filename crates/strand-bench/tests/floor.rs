@@ -165,3 +165,13 @@ fn hyper_passes_appends_to_subscribers() {
 fn lean_passes_appends_to_subscribers() {
     passes_appends_to_subscribers("lean");
 }
+
+#[test]
+fn lean_typed_answers_writes_and_probes() {
+    answers_writes_and_probes("lean-typed");
+}
+
+#[test]
+fn lean_typed_passes_appends_to_subscribers() {
+    passes_appends_to_subscribers("lean-typed");
+}

@@ -7,7 +7,9 @@
 //! `--http hyper` serves through hyper's HTTP/1.1 connection, as
 //! strand-server does; `--http lean` through a minimal keep-alive loop
 //! (`httparse` and one `write` per answer), the shape of a hand-rolled
-//! server. Both answer an append with the head strand-server sends for
+//! server; `--http lean-typed` is that loop building each request and
+//! answer as the `http` crate's types too, as a hand-rolled server in
+//! front of routes written on those types would. Both answer an append with the head strand-server sends for
 //! one (`204`, `stream-next-offset`, `nosniff`, the resource policy,
 //! `date`), on a two-thread runtime. With hyper each subscriber's events
 //! go through a channel its connection's task reads (a task wake-up per
@@ -134,6 +136,11 @@ enum Http {
     Hyper,
     /// A minimal keep-alive loop over `httparse`.
     Lean,
+    /// The lean loop, with each request and answer also built as the
+    /// `http` crate's types (a `Request` with its `HeaderMap`, a
+    /// `Response` whose map is encoded), as a server whose routes take
+    /// and give those types would.
+    LeanTyped,
 }
 
 /// A server that answers writes and keeps nothing: the HTTP floor.
@@ -214,11 +221,12 @@ async fn serve(args: Args) -> std::io::Result<()> {
                         .await;
                 });
             }
-            Http::Lean => {
+            Http::Lean | Http::LeanTyped => {
                 let hub = Arc::clone(&lean_hub);
+                let typed = args.http == Http::LeanTyped;
                 let shard = connections % hub.len();
                 tokio::spawn(async move {
-                    let _ = lean_connection(stream, hub, shard).await;
+                    let _ = lean_connection(stream, hub, shard, typed).await;
                 });
             }
         }
@@ -331,6 +339,80 @@ fn write_events(hub: &Hub<Arc<OwnedWriteHalf>>, path: &str, event: &[u8]) {
     );
 }
 
+/// A parsed head as an `http::Request` (for `--http lean-typed`).
+fn http_request(parsed: &httparse::Request<'_, '_>) -> Request<()> {
+    let mut request = Request::new(());
+    if let Some(method) = parsed
+        .method
+        .and_then(|m| Method::from_bytes(m.as_bytes()).ok())
+    {
+        *request.method_mut() = method;
+    }
+    if let Some(uri) = parsed.path.and_then(|p| p.parse().ok()) {
+        *request.uri_mut() = uri;
+    }
+    let headers = request.headers_mut();
+    for header in parsed.headers.iter() {
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(header.name.as_bytes()),
+            hyper::header::HeaderValue::from_bytes(header.value),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    request
+}
+
+/// Builds the answer as an `http::Response` and encodes its status and
+/// header map into `out` (for `--http lean-typed`).
+fn encode_http_answer(out: &mut Vec<u8>, request: &Request<Bytes>, verb: Verb, body_len: usize) {
+    let status = match verb {
+        Verb::Append => StatusCode::NO_CONTENT,
+        Verb::Create => StatusCode::CREATED,
+        Verb::Probe | Verb::Subscribe => StatusCode::OK,
+        Verb::Other => StatusCode::METHOD_NOT_ALLOWED,
+    };
+    let mut response = Response::new(());
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    if request.method() == Method::POST
+        && let Ok(value) = next_offset(body_len).parse()
+    {
+        headers.insert("stream-next-offset", value);
+    } else {
+        headers.insert(
+            hyper::header::CONTENT_LENGTH,
+            hyper::header::HeaderValue::from_static("0"),
+        );
+    }
+    headers.insert(
+        "x-content-type-options",
+        hyper::header::HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        "cross-origin-resource-policy",
+        hyper::header::HeaderValue::from_static("cross-origin"),
+    );
+    let mut date = Vec::with_capacity(32);
+    push_http_date(&mut date);
+    if let Ok(value) = hyper::header::HeaderValue::from_bytes(&date) {
+        headers.insert(hyper::header::DATE, value);
+    }
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in response.headers() {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
 /// What the lean loop answers a request with.
 #[derive(Debug, Clone, Copy)]
 enum Verb {
@@ -352,12 +434,13 @@ async fn lean_connection(
     mut stream: TcpStream,
     hubs: Arc<Vec<Arc<Hub<Arc<OwnedWriteHalf>>>>>,
     shard: usize,
+    typed: bool,
 ) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(8 << 10);
     let mut out = Vec::with_capacity(256);
     loop {
         // The head.
-        let (head_len, method, body_len, path) = loop {
+        let (head_len, method, body_len, path, as_http) = loop {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut request = httparse::Request::new(&mut headers);
             match request.parse(&buf) {
@@ -385,7 +468,8 @@ async fn lean_connection(
                         Some("GET" | "HEAD") => Verb::Probe,
                         _ => Verb::Other,
                     };
-                    break (head_len, verb, body_len, path.to_owned());
+                    let as_http = typed.then(|| http_request(&request));
+                    break (head_len, verb, body_len, path.to_owned(), as_http);
                 }
                 Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
                 _ => return Ok(()),
@@ -425,6 +509,15 @@ async fn lean_connection(
                 tokio::spawn(async move { write_events(&hub, &path, &event) });
             }
             write_events(&hubs[0], &path, &event);
+        }
+        if let Some(request) = as_http {
+            let body = Bytes::copy_from_slice(&buf[head_len..head_len + body_len]);
+            let request = request.map(|()| body);
+            encode_http_answer(&mut out, &request, method, body_len);
+            drop(std::hint::black_box(request));
+            buf.advance(head_len + body_len);
+            stream.write_all(&out).await?;
+            continue;
         }
         match method {
             Verb::Subscribe => {}
