@@ -39,17 +39,27 @@ pub struct BodyBudget {
     permits: Arc<Semaphore>,
     limit: usize,
     refused: AtomicU64,
+    /// The flag that sets the limit, named in refusals.
+    flag: &'static str,
 }
 
 impl BodyBudget {
-    /// A budget of `limit` bytes.
+    /// A budget of `limit` bytes for clients' request bodies
+    /// (`--max-body-memory-bytes`).
     #[must_use]
     pub fn new(limit: usize) -> Self {
+        Self::with_flag(limit, "--max-body-memory-bytes")
+    }
+
+    /// A budget of `limit` bytes, set by `flag` (named in refusals).
+    #[must_use]
+    pub fn with_flag(limit: usize, flag: &'static str) -> Self {
         let limit = limit.min(Semaphore::MAX_PERMITS);
         Self {
             permits: Arc::new(Semaphore::new(limit)),
             limit,
             refused: AtomicU64::new(0),
+            flag,
         }
     }
 
@@ -72,6 +82,26 @@ impl BodyBudget {
         &self,
         body: Body,
         limit: usize,
+    ) -> Result<(Bytes, BodyLease), ApiError> {
+        self.read_body(body, limit, true).await
+    }
+
+    /// [`BodyBudget::read`] for a body that is decoded and dropped, not
+    /// kept (a peer's Raft message): a small body stays a slice of the
+    /// connection's buffer rather than being copied out of it.
+    pub(crate) async fn read_transient(
+        &self,
+        body: Body,
+        limit: usize,
+    ) -> Result<(Bytes, BodyLease), ApiError> {
+        self.read_body(body, limit, false).await
+    }
+
+    async fn read_body(
+        &self,
+        body: Body,
+        limit: usize,
+        copy_small: bool,
     ) -> Result<(Bytes, BodyLease), ApiError> {
         let mut lease = BodyLease {
             permit: None,
@@ -117,7 +147,9 @@ impl BodyBudget {
         }
         let bytes = match (first, rest) {
             (_, Some(joined)) => joined.freeze(),
-            (Some(one), None) if one.len() < COPY_BELOW => Bytes::copy_from_slice(&one),
+            (Some(one), None) if copy_small && one.len() < COPY_BELOW => {
+                Bytes::copy_from_slice(&one)
+            }
             (Some(one), None) => one,
             (None, None) => Bytes::new(),
         };
@@ -134,8 +166,8 @@ impl BodyBudget {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "the node is receiving more request bodies than it holds at once                      ({} bytes, --max-body-memory-bytes); try again",
-                    budget.limit
+                    "the node is receiving more request bodies than it holds at once                      ({} bytes, {}); try again",
+                    budget.limit, budget.flag
                 ),
             )
             .with_header(axum::http::header::RETRY_AFTER, "1")

@@ -98,6 +98,16 @@ pub struct Config {
     /// second gets 503 with `Retry-After: 1`. At least --max-body-bytes.
     #[arg(long, env = "STRAND_MAX_BODY_MEMORY_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub max_body_memory_bytes: usize,
+    /// Bytes of the cluster's peer messages (Raft traffic) the node holds
+    /// at once, apart from clients' bodies so that neither can starve the
+    /// other; a message that finds no room within a second gets 503 and
+    /// its sender tries again. At least 256 MiB, the largest message.
+    #[arg(
+        long,
+        env = "STRAND_MAX_PEER_BODY_MEMORY_BYTES",
+        default_value_t = 512 * 1024 * 1024
+    )]
+    pub max_peer_body_memory_bytes: usize,
     /// Largest catch-up response page, in bytes (JSON pages grow to hold at
     /// least one whole value).
     #[arg(long, env = "STRAND_MAX_READ_BYTES", default_value_t = 4 * 1024 * 1024)]
@@ -383,6 +393,11 @@ pub struct Config {
 /// `--memory`, relative to its working directory.
 pub const DEFAULT_DATA_DIR: &str = "strand-data";
 
+/// The largest message a peer sends on the cluster's Raft routes (a
+/// snapshot chunk, or an entry too large to batch), and so the least
+/// `--max-peer-body-memory-bytes` may be.
+pub const MAX_PEER_MESSAGE_BYTES: usize = 256 << 20;
+
 /// The local segment store's directory inside the data directory.
 pub const SEGMENTS_DIR: &str = "segments";
 
@@ -575,6 +590,13 @@ impl Config {
                 self.max_body_memory_bytes, self.max_body_bytes
             ));
         }
+        if self.max_peer_body_memory_bytes < MAX_PEER_MESSAGE_BYTES {
+            return Err(format!(
+                "--max-peer-body-memory-bytes {} is less than {MAX_PEER_MESSAGE_BYTES}, the \
+                 largest message a peer sends: it could never be received; raise it",
+                self.max_peer_body_memory_bytes
+            ));
+        }
         Ok(())
     }
 
@@ -711,6 +733,19 @@ mod tests {
         let message = c.check_limits().unwrap_err();
         assert!(message.contains("--max-body-memory-bytes"), "{message}");
         assert!(message.contains("--max-body-bytes"), "{message}");
+    }
+
+    #[test]
+    fn a_peer_budget_below_the_largest_peer_message_is_refused() {
+        let mut c = Config::for_listen("127.0.0.1:4437".parse().unwrap());
+        c.max_peer_body_memory_bytes = MAX_PEER_MESSAGE_BYTES;
+        assert!(c.check_limits().is_ok());
+        c.max_peer_body_memory_bytes = MAX_PEER_MESSAGE_BYTES - 1;
+        let message = c.check_limits().unwrap_err();
+        assert!(
+            message.contains("--max-peer-body-memory-bytes"),
+            "{message}"
+        );
     }
 
     #[test]

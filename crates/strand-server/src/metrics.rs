@@ -280,6 +280,8 @@ pub(crate) struct Sources<'a> {
     pub(crate) raft: Option<&'a strand_raft::RaftNode>,
     /// The budget for request bodies.
     pub(crate) bodies: &'a crate::body::BodyBudget,
+    /// The budget for peers' Raft messages.
+    pub(crate) peer_bodies: &'a crate::body::BodyBudget,
 }
 
 impl Metrics {
@@ -355,6 +357,18 @@ async fn scrape(sources: Sources<'_>) -> Registry {
         "request_body_refused",
         "Requests refused with 503 because the request bodies held stayed at --max-body-memory-bytes",
         sources.bodies.refused(),
+    );
+    gauge(
+        &mut r,
+        "peer_body_bytes",
+        "Bytes of peers' Raft messages held now, received or being received (--max-peer-body-memory-bytes)",
+        sources.peer_bodies.held() as u64,
+    );
+    counter(
+        &mut r,
+        "peer_body_refused",
+        "Peer messages refused with 503 because the messages held stayed at --max-peer-body-memory-bytes",
+        sources.peer_bodies.refused(),
     );
     if let Some(cold) = sources.cold {
         cold_metrics(&mut r, cold.stats());

@@ -80,6 +80,9 @@ pub struct Shared {
     pub subs: Arc<crate::subs::Subscriptions>,
     /// The node's budget for request bodies (`--max-body-memory-bytes`).
     pub bodies: Arc<crate::body::BodyBudget>,
+    /// The node's budget for its peers' Raft messages
+    /// (`--max-peer-body-memory-bytes`), apart from clients' bodies.
+    pub peer_bodies: Arc<crate::body::BodyBudget>,
     /// The client listener's URL (`--public-url`, else the address it is
     /// bound to), once the server listens.
     pub client_url: Option<Arc<str>>,

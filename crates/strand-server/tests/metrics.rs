@@ -364,6 +364,86 @@ async fn a_cluster_leader_reports_replication_to_its_followers() {
     drop(nodes);
 }
 
+/// Peers' Raft messages are bounded node-wide too, in a budget of their
+/// own (`--max-peer-body-memory-bytes`): while uploads to the batch route
+/// hold all of it, one more waits, then gets 503 naming the flag, and
+/// clients' writes go on meanwhile; once the uploads go away, their bytes
+/// are given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_messages_are_bounded_apart_from_client_bodies() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let s = TestServer::start_with(|c| {
+        c.max_peer_body_memory_bytes = strand_server::config::MAX_PEER_MESSAGE_BYTES;
+    })
+    .await;
+    let batch = strand_raft::MAX_BATCH_BODY;
+    let fit = strand_server::config::MAX_PEER_MESSAGE_BYTES / batch;
+    let head = format!(
+        "POST /__strand/raft/batch HTTP/1.1\r\nHost: test\r\n\
+         Content-Type: application/msgpack\r\nContent-Length: {batch}\r\n\r\n"
+    );
+    // Uploads that announce a whole batch each and send a few bytes.
+    let mut uploads = Vec::new();
+    for _ in 0..fit {
+        let mut upload = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        upload.write_all(head.as_bytes()).await.unwrap();
+        upload.write_all(&[0u8; 16]).await.unwrap();
+        uploads.push(upload);
+    }
+    let held = (fit * batch) as f64;
+    eventually(
+        "the uploads' bytes held",
+        Duration::from_secs(20),
+        || async {
+            let r = s.admin(Method::GET, "/metrics").send().await;
+            (value(&parse(r.text()), "strand_peer_body_bytes", &[]) == held).then_some(())
+        },
+    )
+    .await;
+    // One more batch finds no room.
+    let mut late = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    late.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), late.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            n > 0,
+            "the late batch's connection closed without an answer"
+        );
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&answer).to_string();
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    // A client's write is not held up by the peers' budget.
+    let r = s.put("/v1/stream/c").text("").send().await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let r = s.post("/v1/stream/c").text("client").send().await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text());
+    let scrape = parse(s.admin(Method::GET, "/metrics").send().await.text());
+    assert_eq!(value(&scrape, "strand_peer_body_refused_total", &[]), 1.0);
+    assert_eq!(
+        value(&scrape, "strand_request_body_refused_total", &[]),
+        0.0
+    );
+    // The uploads go away; their bytes come back.
+    drop(uploads);
+    eventually(
+        "the uploads' bytes given back",
+        Duration::from_secs(20),
+        || async {
+            let r = s.admin(Method::GET, "/metrics").send().await;
+            (value(&parse(r.text()), "strand_peer_body_bytes", &[]) == 0.0).then_some(())
+        },
+    )
+    .await;
+    s.stop().await;
+}
+
 /// Request bodies are bounded node-wide (`--max-body-memory-bytes`): while
 /// one upload holds the whole budget, another write waits, then gets 503
 /// with `Retry-After: 1`; once the upload ends, writes go on. The scrape

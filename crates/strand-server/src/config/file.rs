@@ -110,6 +110,12 @@ pub const KEYS: &[Key] = &[
         "max_body_memory_bytes",
         Kind::Int,
     ),
+    key(
+        "limits",
+        "max_peer_body_memory_bytes",
+        "max_peer_body_memory_bytes",
+        Kind::Int,
+    ),
     key("limits", "max_read_bytes", "max_read_bytes", Kind::Int),
     key("limits", "max_live_readers", "max_live_readers", Kind::Int),
     key(

@@ -166,6 +166,7 @@ async fn metrics_route(state: &AppState) -> Response {
         cold: state.cold.as_ref(),
         raft: state.raft.as_ref(),
         bodies: &state.bodies,
+        peer_bodies: &state.peer_bodies,
     };
     match state.metrics.render(sources).await {
         Ok(text) => (

@@ -1,13 +1,36 @@
 //! The Raft transport's routes (`POST /__strand/raft/…`): a peer's
 //! messages for this node's groups, batches of them, and whole segment
-//! files for a peer that lacks one; each needs the cluster token.
+//! files for a peer that lacks one; each needs the cluster token. Every
+//! body is read inside the node's budget for peer messages
+//! (`--max-peer-body-memory-bytes`, apart from clients' bodies) and
+//! stays counted until its answer is sent.
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 
+use crate::body::BodyLease;
+use crate::config::MAX_PEER_MESSAGE_BYTES;
 use crate::state::AppState;
+
+/// A peer's body of at most `limit` bytes, read inside the node's budget
+/// for peer messages, with its lease (the bytes stay counted until it is
+/// dropped); or the answer refusing it: 413 for a longer body, 503 with
+/// `Retry-After` when the budget stays full for a second, 400 for a body
+/// that cannot be read.
+async fn peer_body(
+    state: &AppState,
+    request: Request,
+    limit: usize,
+) -> Result<(Bytes, BodyLease), Response> {
+    state
+        .peer_bodies
+        .read_transient(request.into_body(), limit)
+        .await
+        .map_err(IntoResponse::into_response)
+}
 
 /// Whether a request may use the Raft routes: with a cluster token
 /// configured it must carry it (401 without, 403 with another); without
@@ -56,9 +79,9 @@ pub(super) async fn message(state: &AppState, rest: &str, request: Request) -> R
     let (Ok(group), Some(raft)) = (group.parse::<usize>(), state.raft.as_ref()) else {
         return not_found("no such group");
     };
-    let body = match axum::body::to_bytes(request.into_body(), 256 << 20).await {
-        Ok(b) => b,
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    let (body, _lease) = match peer_body(state, request, MAX_PEER_MESSAGE_BYTES).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     match raft.handle(group, message, &body).await {
         Ok(answer) => (
@@ -84,17 +107,23 @@ pub(super) async fn message(state: &AppState, rest: &str, request: Request) -> R
 /// or more than `strand_raft::MAX_BATCH_MESSAGES` messages, 400 for a
 /// body that is not a batch.
 pub(super) async fn batch(state: &AppState, request: Request) -> Response {
-    let body = match axum::body::to_bytes(request.into_body(), strand_raft::MAX_BATCH_BODY).await {
-        Ok(b) => b,
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    let (body, lease) = match peer_body(state, request, strand_raft::MAX_BATCH_BODY).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     match strand_raft::serve_batch(state.raft.as_ref(), &body) {
         Ok(answers) => {
             use futures_util::StreamExt;
+            // The messages are answered while the answers stream out: the
+            // batch's bytes stay counted until the last one is sent.
+            let answers = answers.map(move |answer| {
+                let _held = &lease;
+                Ok::<_, std::convert::Infallible>(answer)
+            });
             (
                 StatusCode::OK,
                 [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
-                Body::from_stream(answers.map(Ok::<_, std::convert::Infallible>)),
+                Body::from_stream(answers),
             )
                 .into_response()
         }
@@ -115,9 +144,9 @@ pub(super) async fn segment(state: &AppState, request: Request) -> Response {
     let Some(replica) = state.cold.as_ref().and_then(strand_cold::ColdTier::replica) else {
         return (StatusCode::NOT_FOUND, "this node keeps no segment files\n").into_response();
     };
-    let body = match axum::body::to_bytes(request.into_body(), 4096).await {
-        Ok(b) => b,
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response(),
+    let (body, _lease) = match peer_body(state, request, 4096).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     let Ok(name) = std::str::from_utf8(&body) else {
         return (StatusCode::BAD_REQUEST, "the object name is not UTF-8\n").into_response();
@@ -207,9 +236,7 @@ async fn node_and_body<'a, T: serde::de::DeserializeOwned>(
     let Some(raft) = &state.raft else {
         return Err((StatusCode::NOT_FOUND, "this node runs no Raft groups\n").into_response());
     };
-    let body = axum::body::to_bytes(request.into_body(), limit)
-        .await
-        .map_err(|e| (StatusCode::PAYLOAD_TOO_LARGE, format!("{e}\n")).into_response())?;
+    let (body, _lease) = peer_body(state, request, limit).await?;
     let value = serde_json::from_slice(&body).map_err(|_| {
         (StatusCode::BAD_REQUEST, format!("the body is not {what}\n")).into_response()
     })?;
@@ -235,9 +262,9 @@ pub(super) async fn ask(state: &AppState, rest: &str, request: Request) -> Respo
         return text(StatusCode::NOT_FOUND, "no such group".to_owned());
     };
     // A question is small: a listing's cursor and prefix at most.
-    let body = match axum::body::to_bytes(request.into_body(), 64 << 10).await {
-        Ok(b) => b,
-        Err(e) => return text(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
+    let (body, _lease) = match peer_body(state, request, 64 << 10).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     let engine = &state.engine;
     let answer = match kind {
