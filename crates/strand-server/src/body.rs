@@ -211,31 +211,6 @@ fn too_large(limit: usize) -> ApiError {
     )
 }
 
-/// Reads a body of at most `limit` bytes, outside the body budget (small
-/// operator bodies); a longer one is 413 and is not buffered beyond the
-/// limit. The result owns its allocation (see [`COPY_BELOW`]).
-pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    let bytes = read_shared(body, limit).await?;
-    if bytes.len() < COPY_BELOW {
-        Ok(Bytes::copy_from_slice(&bytes))
-    } else {
-        Ok(bytes)
-    }
-}
-
-async fn read_shared(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let too_large_error = std::error::Error::source(&e)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-            || e.to_string().contains("length limit");
-        if too_large_error {
-            too_large(limit)
-        } else {
-            ApiError::bad_request(format!("could not read the request body: {e}"))
-        }
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use strand::{StreamCommand, StreamErrorCode, StreamResponse};
 
-use crate::body::read_limited;
 use crate::errors::{ApiError, Layout};
 use crate::reply::json;
 use crate::state::AppState;
@@ -311,7 +310,7 @@ pub(super) async fn handle(
         },
         (&Method::PUT, [kind, bucket]) if kind == "quota" => {
             valid_bucket(bucket)?;
-            let bytes = read_limited(body, 64 * 1024).await?;
+            let (bytes, _lease) = state.bodies.read(body, 64 * 1024).await?;
             let quota: QuotaBody = serde_json::from_slice(&bytes)
                 .map_err(|e| ApiError::bad_request(format!("invalid quota body: {e}")))?;
             let responses = state
