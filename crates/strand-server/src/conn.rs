@@ -45,6 +45,14 @@ use tokio::time::Instant;
 /// How long a connection the server closes is drained of what its client
 /// still sends before the socket closes (see the module docs).
 pub(crate) const LINGER: Duration = Duration::from_secs(2);
+
+/// The most bytes a connection's HTTP/1.1 read buffer grows to (and so
+/// the largest request head; a longer one is answered 431), and the
+/// most a response queues for writing before it waits for the socket.
+/// hyper's default is about 400 KiB; with `--max-connections` 20 000,
+/// this keeps what the connections' buffers can hold at once to 1.25
+/// GiB. Bodies are read through it in pieces, whatever their size.
+pub(crate) const MAX_CONNECTION_BUFFER: usize = 64 << 10;
 /// The most bytes a closing connection is drained of.
 const LINGER_BYTES: usize = 1 << 20;
 

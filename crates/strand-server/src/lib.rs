@@ -499,7 +499,10 @@ impl Acceptor {
                 let mut builder = AutoBuilder::new(TokioExecutor::new());
                 // A client that shuts its side after sending a request
                 // still gets the answer.
-                builder.http1().half_close(true);
+                builder
+                    .http1()
+                    .half_close(true)
+                    .max_buf_size(conn::MAX_CONNECTION_BUFFER);
                 let served = async {
                     match tls {
                         None => {

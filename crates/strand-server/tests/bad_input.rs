@@ -248,3 +248,24 @@ async fn random_requests_never_get_a_server_error() {
     assert_eq!(created.status, StatusCode::CREATED);
     s.stop().await;
 }
+
+/// A request head larger than a connection's buffer (64 KiB) is answered
+/// 431 rather than buffered whole; a large head within it is served, and
+/// so is the next connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_over_64_kib_is_refused_with_431() {
+    let s = TestServer::start().await;
+    let head = |filler: usize| {
+        format!(
+            "PUT /v1/stream/big-head HTTP/1.1\r\nHost: test\r\nContent-Type: text/plain\r\n\
+             X-Filler: {}\r\nContent-Length: 0\r\n\r\n",
+            "f".repeat(filler)
+        )
+        .into_bytes()
+    };
+    assert_eq!(send_raw(s.addr, head(100 << 10)).await, Some(431));
+    assert_eq!(send_raw(s.addr, head(32 << 10)).await, Some(201));
+    let read = s.get("/v1/stream/big-head").send().await;
+    assert_eq!(read.status, StatusCode::OK);
+    s.stop().await;
+}
