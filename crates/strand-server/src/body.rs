@@ -166,7 +166,8 @@ impl BodyBudget {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "the node is receiving more request bodies than it holds at once                      ({} bytes, {}); try again",
+                    "the node is receiving more request bodies than it holds at once \
+                     ({} bytes, {}); try again",
                     budget.limit, budget.flag
                 ),
             )

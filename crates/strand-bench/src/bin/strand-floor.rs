@@ -313,6 +313,12 @@ async fn answer_hyper(
     if let Ok(value) = next_offset(whole.len()).parse() {
         headers.insert("stream-next-offset", value);
     }
+    answer_headers(headers);
+    Ok(response)
+}
+
+/// The headers strand-server puts on every answer (besides `date`).
+fn answer_headers(headers: &mut hyper::HeaderMap) {
     headers.insert(
         "x-content-type-options",
         hyper::header::HeaderValue::from_static("nosniff"),
@@ -321,7 +327,6 @@ async fn answer_hyper(
         "cross-origin-resource-policy",
         hyper::header::HeaderValue::from_static("cross-origin"),
     );
-    Ok(response)
 }
 
 fn status_only(status: StatusCode) -> Response<HyperBody> {
@@ -385,14 +390,7 @@ fn encode_http_answer(out: &mut Vec<u8>, request: &Request<Bytes>, verb: Verb, b
             hyper::header::HeaderValue::from_static("0"),
         );
     }
-    headers.insert(
-        "x-content-type-options",
-        hyper::header::HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        "cross-origin-resource-policy",
-        hyper::header::HeaderValue::from_static("cross-origin"),
-    );
+    answer_headers(headers);
     let mut date = Vec::with_capacity(32);
     push_http_date(&mut date);
     if let Ok(value) = hyper::header::HeaderValue::from_bytes(&date) {
