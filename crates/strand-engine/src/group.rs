@@ -833,6 +833,7 @@ pub(crate) fn shared(core: GroupCore) -> SharedCore {
 
 /// Takes the group's lock (a panic that poisoned it left the machine as
 /// every command does: applied whole or not at all).
+#[cfg(test)]
 fn locked(core: &SharedCore) -> std::sync::MutexGuard<'_, GroupCore> {
     core.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -864,8 +865,7 @@ pub(crate) fn try_write(
 /// registered), without the hop to the group's task and back. `Err`
 /// hands the op back when the lock is taken or the task has stopped (the
 /// caller queues it instead), and for a query: its closure may run long,
-/// and the group's task, waiting for the lock meanwhile, would hold up a
-/// runtime thread.
+/// and the group's task would wait for the lock all that time.
 pub(crate) fn try_serve(
     core: &SharedCore,
     op: Op,
@@ -911,7 +911,7 @@ async fn run_core(
     unpins: Arc<tokio::sync::Notify>,
 ) {
     loop {
-        let ready = locked(&core).ready();
+        let ready = lock_yielding(&core).await.ready();
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
@@ -926,7 +926,7 @@ async fn run_core(
                 }
             } => match input {
                 Some(input) => {
-                    let mut core = locked(&core);
+                    let mut core = lock_yielding(&core).await;
                     core.serve_log(input);
                     signal_unpins(&core, &unpins);
                 }
@@ -934,7 +934,7 @@ async fn run_core(
             },
             op = rx.recv(), if ready => match op {
                 Some(op) => {
-                    let mut core = locked(&core);
+                    let mut core = lock_yielding(&core).await;
                     core.serve(op);
                     signal_unpins(&core, &unpins);
                 }
@@ -942,7 +942,24 @@ async fn run_core(
             },
         }
     }
-    locked(&core).shutdown();
+    lock_yielding(&core).await.shutdown();
+}
+
+/// Takes the group's lock for its task without parking the runtime's
+/// thread: a caller on another task may hold it ([`try_write`] and
+/// [`try_serve`] apply on the connection's task; a 16 MiB append holds it
+/// for tens of milliseconds), and a worker blocked on it would run no
+/// other task meanwhile. The task yields until the lock is free; no
+/// holder keeps it across an await, so the wait is that one request.
+async fn lock_yielding(core: &SharedCore) -> std::sync::MutexGuard<'_, GroupCore> {
+    loop {
+        match core.try_lock() {
+            Ok(guard) => return guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        tokio::task::yield_now().await;
+    }
 }
 
 /// The stream a command changes, if it names exactly one.
@@ -1054,6 +1071,47 @@ mod tests {
             "{outcome:?}"
         );
         assert_eq!(locked(&core).machine.head(&id).unwrap().tail_offset, 3);
+    }
+
+    /// While a caller holds the group's lock, the group's task waits for
+    /// it without taking the runtime's only worker thread: another task
+    /// still runs, and the task serves its request once the lock is free.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn the_groups_task_waits_for_a_held_lock_without_blocking_its_thread() {
+        let core = shared(GroupCore::new(MachineOptions::corrected()));
+        let (tx, rx) = mpsc::channel(8);
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let unpins = Arc::new(tokio::sync::Notify::new());
+        // Held before the task starts: its first step is to take it.
+        let guard = locked(&core);
+        let task = tokio::spawn(run(Arc::clone(&core), rx, shutdown, unpins));
+        let (reply, mut answer) = oneshot::channel();
+        assert!(
+            tx.try_send(Op::Head {
+                stream_id: BucketStreamId::new("acme", "log"),
+                now_ms: 1_000,
+                reply,
+            })
+            .is_ok()
+        );
+        let (ran_tx, ran_rx) = std::sync::mpsc::channel();
+        tokio::spawn(async move {
+            let _ = ran_tx.send(());
+        });
+        // Blocking this (non-worker) thread is fine: it holds the lock.
+        let ran = ran_rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert!(
+            answer.try_recv().is_err(),
+            "answered while the lock was held"
+        );
+        drop(guard);
+        assert!(
+            ran.is_ok(),
+            "no other task ran while the group's task waited"
+        );
+        assert_eq!(answer.await.unwrap(), Ok(None));
+        drop(tx);
+        task.await.unwrap();
     }
 
     #[test]
