@@ -405,6 +405,17 @@ pub async fn start_durable(
                     group,
                     reason: format!("no leader elected: {e}"),
                 })?;
+            // Every entry of its log is committed (its own vote is the
+            // quorum): it answers nothing before it applied them all, so
+            // a read right after a restart sees every acknowledged write.
+            let last = raft.metrics().borrow().last_log_index;
+            raft.wait(Some(options.leader_timeout))
+                .applied_index_at_least(last, "startup")
+                .await
+                .map_err(|e| StartError::Raft {
+                    group,
+                    reason: format!("the log was not applied in time: {e}"),
+                })?;
         }
     }
     if let (Some(via), Some(links)) = (&join_via, &cluster_links) {

@@ -213,10 +213,28 @@ async fn verify(addr: SocketAddr, clients: &[Client]) -> u64 {
             ends.push(expected.len() as u64);
         }
         let body = r.body;
-        assert!(
-            body.starts_with(&expected),
-            "client {i}: the stream does not hold exactly its acknowledged appends in order"
-        );
+        if !body.starts_with(&expected) {
+            let at = body
+                .iter()
+                .zip(&expected)
+                .position(|(a, b)| a != b)
+                .unwrap_or(body.len().min(expected.len()));
+            let around = |bytes: &[u8]| {
+                String::from_utf8_lossy(&bytes[at.saturating_sub(40)..(at + 40).min(bytes.len())])
+                    .into_owned()
+            };
+            panic!(
+                "client {i}: the stream does not hold exactly its acknowledged appends in order: \
+                 {} bytes read, {} acknowledged ({} appends), first difference at byte {at}: \
+                 read {:?}, acknowledged {:?}; headers {:?}",
+                body.len(),
+                expected.len(),
+                c.acked.len(),
+                around(&body),
+                around(&expected),
+                r.headers
+            );
+        }
         let rest = &body[expected.len()..];
         match c.in_flight {
             Some(seq) => assert!(
