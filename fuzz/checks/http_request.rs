@@ -637,9 +637,8 @@ async fn service(requests: Vec<Parsed>) {
         bodies: Arc::new(strand_server::body::BodyBudget::new(
             config.max_body_memory_bytes,
         )),
-        peer_bodies: Arc::new(strand_server::body::BodyBudget::with_flag(
+        peer_bodies: Arc::new(strand_server::body::BodyBudget::for_peers(
             config.max_peer_body_memory_bytes,
-            "--max-peer-body-memory-bytes",
         )),
         config: Arc::clone(&config),
         engine: engine.clone(),

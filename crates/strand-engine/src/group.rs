@@ -887,12 +887,17 @@ pub(crate) fn try_serve(
 
 /// The group's lock, when it is free and the group's task still runs.
 fn try_locked(core: &SharedCore) -> Option<std::sync::MutexGuard<'_, GroupCore>> {
-    let core = match core.try_lock() {
-        Ok(core) => core,
-        Err(std::sync::TryLockError::WouldBlock) => return None,
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-    };
-    (!core.stopped).then_some(core)
+    try_lock_any(core).filter(|core| !core.stopped)
+}
+
+/// The group's lock, when it is free (a panic that poisoned it left the
+/// machine as every command does: applied whole or not at all).
+fn try_lock_any(core: &SharedCore) -> Option<std::sync::MutexGuard<'_, GroupCore>> {
+    match core.try_lock() {
+        Ok(core) => Some(core),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+    }
 }
 
 /// Removed forks leave unpins for their sources, which may live in other
@@ -953,10 +958,8 @@ async fn run_core(
 /// holder keeps it across an await, so the wait is that one request.
 async fn lock_yielding(core: &SharedCore) -> std::sync::MutexGuard<'_, GroupCore> {
     loop {
-        match core.try_lock() {
-            Ok(guard) => return guard,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {}
+        if let Some(guard) = try_lock_any(core) {
+            return guard;
         }
         tokio::task::yield_now().await;
     }

@@ -51,9 +51,15 @@ impl BodyBudget {
         Self::with_flag(limit, "--max-body-memory-bytes")
     }
 
-    /// A budget of `limit` bytes, set by `flag` (named in refusals).
+    /// A budget of `limit` bytes for peers' Raft messages
+    /// (`--max-peer-body-memory-bytes`).
     #[must_use]
-    pub fn with_flag(limit: usize, flag: &'static str) -> Self {
+    pub fn for_peers(limit: usize) -> Self {
+        Self::with_flag(limit, "--max-peer-body-memory-bytes")
+    }
+
+    /// A budget of `limit` bytes, set by `flag` (named in refusals).
+    fn with_flag(limit: usize, flag: &'static str) -> Self {
         let limit = limit.min(Semaphore::MAX_PERMITS);
         Self {
             permits: Arc::new(Semaphore::new(limit)),

@@ -157,9 +157,8 @@ fn app_state(
         raft,
         metrics: Arc::new(metrics::Metrics::new()),
         bodies: Arc::new(body::BodyBudget::new(config.max_body_memory_bytes)),
-        peer_bodies: Arc::new(body::BodyBudget::with_flag(
+        peer_bodies: Arc::new(body::BodyBudget::for_peers(
             config.max_peer_body_memory_bytes,
-            "--max-peer-body-memory-bytes",
         )),
         shutdown,
         subs,
