@@ -141,6 +141,11 @@ pub struct Config {
     /// the refusals logged, at most once a second).
     #[arg(long, env = "STRAND_MAX_CONNECTIONS", default_value_t = 20_000)]
     pub max_connections: usize,
+    /// Which HTTP/1.1 server serves plaintext connections: `hyper` (the
+    /// default) or `lean` (strand's own, which spends less CPU per
+    /// request; experimental). TLS and HTTP/2 are always served by hyper.
+    #[arg(long, env = "STRAND_HTTP_ENGINE", value_enum, default_value_t = HttpEngine::Hyper)]
+    pub http_engine: HttpEngine,
     /// A request head must arrive whole within this many milliseconds of
     /// its first byte, or the connection is closed.
     #[arg(long, env = "STRAND_REQUEST_HEAD_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -480,6 +485,16 @@ fn parse_peer(text: &str) -> Result<(u64, String), String> {
         return Err(format!("{text:?}: expected http://HOST:PORT"));
     }
     Ok((id, url.to_owned()))
+}
+
+/// `--http-engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HttpEngine {
+    /// hyper's HTTP/1.1 and HTTP/2 server.
+    Hyper,
+    /// strand's own HTTP/1.1 connection loop (the `lean` module); a
+    /// connection that opens with HTTP/2's preface goes to hyper.
+    Lean,
 }
 
 /// `--fsync`.

@@ -32,6 +32,7 @@ pub mod cors;
 mod errors;
 pub mod headers;
 pub mod json_mode;
+mod lean;
 pub mod limits;
 mod listing;
 mod live;
@@ -407,6 +408,8 @@ pub async fn serve_with_cold(
         graceful: GracefulShutdown::new(),
         tls,
         timeouts: state.config.timeouts(),
+        engine: state.config.http_engine,
+        lean_stop: watch::channel(false).0,
     };
     let admin_state = state.on(state::Plane::Admin);
     let mut signal = std::pin::pin!(signal);
@@ -427,7 +430,10 @@ pub async fn serve_with_cold(
     // Stop accepting (the listeners are gone), end live reads, let
     // in-flight requests finish, then stop the groups.
     let _ = stop_tx.send(true);
+    acceptor.lean_stop.send_replace(true);
     acceptor.graceful.shutdown().await;
+    // Every lean connection holds a receiver until it ends.
+    acceptor.lean_stop.closed().await;
     if let Some(workers) = workers {
         workers.stop().await;
     }
@@ -444,6 +450,12 @@ struct Acceptor {
     graceful: GracefulShutdown,
     tls: Option<tokio_rustls::TlsAcceptor>,
     timeouts: conn::Timeouts,
+    /// `--http-engine`: who serves plaintext HTTP/1.1.
+    engine: config::HttpEngine,
+    /// Turns true when the server stops: lean connections then close once
+    /// their request in service is answered (hyper's are told by
+    /// `graceful`).
+    lean_stop: watch::Sender<bool>,
 }
 
 impl Acceptor {
@@ -478,6 +490,8 @@ impl Acceptor {
             // calls it straight, with no axum router in between.
             let state = state.clone();
             let service_watch = Arc::clone(&watch);
+            let lean = (self.tls.is_none() && self.engine == config::HttpEngine::Lean)
+                .then(|| (state.clone(), self.lean_stop.subscribe()));
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let state = state.clone();
                 let guard = service_watch.request();
@@ -491,6 +505,7 @@ impl Acceptor {
                     Ok::<_, Infallible>(response.map(|body| conn::Guarded::new(body, guard)))
                 }
             });
+            let lean_stop = lean.as_ref().map(|(_, stop)| stop.clone());
             let watcher = self.graceful.watcher();
             let tls = self.tls.clone();
             let timeouts = self.timeouts;
@@ -503,6 +518,22 @@ impl Acceptor {
                     .half_close(true)
                     .max_buf_size(conn::MAX_CONNECTION_BUFFER);
                 let served = async {
+                    if let Some((state, stop)) = &lean {
+                        let mut io = io;
+                        return match lean::serve(&mut io, &watch, state, stop).await {
+                            Ok(lean::Served::Done) => Ok(()),
+                            Ok(lean::Served::Http2(read)) => {
+                                let conn =
+                                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                                        .serve_connection(
+                                            TokioIo::new(lean::Rewound::new(read, io)),
+                                            service,
+                                        );
+                                watcher.watch(conn).await.map_err(Into::into)
+                            }
+                            Err(e) => Err(e.into()),
+                        };
+                    }
                     match tls {
                         None => {
                             let conn =
@@ -533,8 +564,21 @@ impl Acceptor {
                     why = watch.expired(timeouts) => {
                         tracing::debug!(reason = why.as_str(), "connection closed");
                     }
+                    () = idle_after_stop(&watch, lean_stop) => {
+                        tracing::debug!("idle connection closed: the server stops");
+                    }
                 }
             });
         }
+    }
+}
+
+/// Completes when a lean connection (`stop` is its receiver) may be closed
+/// because the server stops; never for hyper's (`None`), which its
+/// graceful shutdown closes.
+async fn idle_after_stop(watch: &conn::Watch, stop: Option<watch::Receiver<bool>>) {
+    match stop {
+        Some(mut stop) => watch.idle_after(&mut stop).await,
+        None => std::future::pending().await,
     }
 }

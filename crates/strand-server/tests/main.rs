@@ -19,6 +19,7 @@ mod console;
 mod faults;
 mod forks;
 mod invariant;
+mod lean;
 mod listing;
 mod live;
 mod metrics;

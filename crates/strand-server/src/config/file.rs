@@ -90,6 +90,7 @@ pub const KEYS: &[Key] = &[
     key("server", "default_bucket", "default_bucket", Kind::Str),
     key("listen", "addr", "listen", Kind::Str),
     key("listen", "admin", "admin_listen", Kind::Str),
+    key("listen", "http_engine", "http_engine", Kind::Str),
     url("listen", "public_url", "public_url", Kind::Str),
     key("tls", "cert", "tls_cert", Kind::Str),
     key("tls", "key", "tls_key", Kind::Str),

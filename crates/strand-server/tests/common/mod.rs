@@ -21,6 +21,16 @@ use tokio::task::JoinHandle;
 /// 2026-01-01T00:00:00Z.
 pub const START_MS: u64 = 1_767_225_600_000;
 
+/// The HTTP engine the tests' servers run: `STRAND_HTTP_ENGINE` as the
+/// binary reads it (`lean`; anything else is hyper), so one variable runs
+/// the whole suite, in-process and spawned servers, on either engine.
+pub fn http_engine() -> strand_server::config::HttpEngine {
+    match std::env::var("STRAND_HTTP_ENGINE").as_deref() {
+        Ok("lean") => strand_server::config::HttpEngine::Lean,
+        _ => strand_server::config::HttpEngine::Hyper,
+    }
+}
+
 /// A server under test.
 pub struct TestServer {
     pub addr: SocketAddr,
@@ -52,7 +62,10 @@ impl TestServer {
 
     /// Starts a server with this configuration and cold tier (tests that
     /// wrap the cold backend build it themselves).
-    pub async fn start_cold(config: Config, cold: Option<strand_cold::ColdTier>) -> Self {
+    pub async fn start_cold(mut config: Config, cold: Option<strand_cold::ColdTier>) -> Self {
+        if config.http_engine == strand_server::config::HttpEngine::Hyper {
+            config.http_engine = http_engine();
+        }
         let listener = strand_server::listen(config.listen).unwrap();
         let addr = listener.local_addr().unwrap();
         let admin = strand_server::listen("127.0.0.1:0".parse().unwrap()).unwrap();
