@@ -62,6 +62,8 @@ struct Options {
     /// `--subscriptions`: the opt-in subscription tests too, in a network
     /// namespace.
     subscriptions: bool,
+    /// `--http-engine`: strand-server's `--http-engine` for the run.
+    http_engine: Option<String>,
     /// The hidden `--inside-netns`: this process is the run inside the
     /// namespace that `--subscriptions` made.
     inside_netns: bool,
@@ -69,7 +71,7 @@ struct Options {
 }
 
 /// Usage of the task, for errors and `cargo xtask help`.
-pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster [--nodes N]] [--subscriptions] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
+pub(crate) const USAGE: &str = "cargo xtask http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster [--nodes N]] [--subscriptions] [--http-engine hyper|lean] [--debug-build] [--keep] [--allow-fail-area PREFIX]...";
 
 /// The hidden flag of the run inside the network namespace.
 const INSIDE_NETNS_FLAG: &str = "--inside-netns";
@@ -83,6 +85,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         cluster: false,
         nodes: 3,
         subscriptions: false,
+        http_engine: None,
         inside_netns: false,
         allow_fail_areas: Vec::new(),
     };
@@ -112,6 +115,16 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
                 }
             }
             "--subscriptions" if !inline => options.subscriptions = true,
+            "--http-engine" => {
+                options.http_engine = match value("`hyper` or `lean`")?.as_str() {
+                    engine @ ("hyper" | "lean") => Some(engine.to_owned()),
+                    other => {
+                        return Err(format!(
+                            "unknown HTTP engine `{other}` (hyper or lean); usage: {USAGE}"
+                        ));
+                    }
+                }
+            }
             INSIDE_NETNS_FLAG if !inline => options.inside_netns = true,
             "--debug-build" if !inline => use_debug_build(),
             _ => return Ok(false),
@@ -162,6 +175,12 @@ pub(crate) fn http_conformance(root: &Path, args: &[String]) -> Result<(), Strin
             Err(e) => return Err(format!("cannot remove {}: {e}", data.display())),
         }
         extra.extend(["--data-dir".into(), data.display().to_string()]);
+    }
+    if let Some(engine) = &options.http_engine {
+        if options.server != Server::Strand {
+            return Err("--http-engine is a strand-server flag".into());
+        }
+        extra.extend(["--http-engine".into(), engine.clone()]);
     }
     if options.subscriptions {
         // The suite's webhook receivers listen on 127.0.0.1.

@@ -68,8 +68,9 @@ fn print_help() {
     println!("cargo xtask <task>");
     println!();
     println!("tasks:");
-    println!("  ci       fmt, clippy, doc, http-conformance without and with authentication");
-    println!("           and with the subscription tests (in a network namespace)");
+    println!("  ci       fmt, clippy, doc, http-conformance without and with authentication,");
+    println!("           on --http-engine lean, and with the subscription tests (in a network");
+    println!("           namespace)");
     println!("           (every test must pass), apps (every check must pass), tests (with");
     println!("           insta checks),");
     println!("           components (tests/components, each built with its one strand crate),");
@@ -80,7 +81,7 @@ fn print_help() {
     println!("  bench    run strand-machine's benches (release) and print one table of");
     println!("           figures against the issue's targets and reference figures");
     println!(
-        "  http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--subscriptions] [--keep] [--allow-fail-area PREFIX]..."
+        "  http-conformance [--server strand|node|electric] [--auth] [--durable] [--cluster] [--subscriptions] [--http-engine hyper|lean] [--keep] [--allow-fail-area PREFIX]..."
     );
     println!("           run the official Durable Streams HTTP suite (npm, pinned in");
     println!("           tests/http-conformance) against strand-server (default; built in");
@@ -95,7 +96,8 @@ fn print_help() {
     println!("           --data-dir (a fresh directory under target/http-conformance);");
     println!("           --cluster against node 2 of a three-node loopback cluster;");
     println!("           --subscriptions adds the opt-in subscription tests, run inside a");
-    println!("           loopback-only network namespace (unshare --net; refused without)");
+    println!("           loopback-only network namespace (unshare --net; refused without);");
+    println!("           --http-engine passes strand-server's --http-engine");
     println!("  {}", profile::USAGE.trim_start_matches("cargo xtask "));
     println!("           where each server's time per append goes: loadtest's write scenarios");
     println!("           against strand (memory, durable) and Electric's server (memory, wal),");
@@ -150,7 +152,9 @@ fn print_help() {
     println!("           durable-streams-server 0.3.0 and Electric's durable-streams 0.1.5 in");
     println!("           memory and wal mode (installed into target/peers) and prints strand's");
     println!("           ratio to each; --resident-writers-large N (8), --resident-writers-small");
-    println!("           N (500) set the resident scenarios' writers; loopback only");
+    println!("           N (500) set the resident scenarios' writers; --lean adds strand-server");
+    println!("           on --http-engine lean (and its durable node with --durable); loopback");
+    println!("           only");
     println!("  cold-outage [--seconds N]");
     println!("           the cold tier's store taken down for N seconds (default 30) under");
     println!("           write load through strand-server: prints accepted write rates before,");
@@ -302,6 +306,10 @@ fn ci(root: &Path) -> Result<(), String> {
             run: step_http_conformance,
         },
         Step {
+            name: "http-conformance-lean",
+            run: step_http_conformance_lean,
+        },
+        Step {
             name: "http-conformance-auth",
             run: step_http_conformance_auth,
         },
@@ -416,6 +424,19 @@ fn has_subcommand(root: &Path, sub: &str) -> bool {
 /// dependency tree once, not a second time in release.
 fn step_http_conformance(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(root, &["--debug-build".into()])
+}
+
+/// The same suite against `--http-engine lean`, strand's own HTTP/1.1
+/// connection.
+fn step_http_conformance_lean(root: &Path) -> Result<(), String> {
+    http_conformance::http_conformance(
+        root,
+        &[
+            "--http-engine".into(),
+            "lean".into(),
+            "--debug-build".into(),
+        ],
+    )
 }
 
 /// The same suite with authentication on, every request carrying a token
@@ -572,6 +593,49 @@ fn step_tests(root: &Path) -> Result<(), String> {
     }
     insta_env(&mut tests);
     run(tests)?;
+    // The server's HTTP-facing tests again on `--http-engine lean` (the
+    // tests' servers read STRAND_HTTP_ENGINE): the protocol, the
+    // malformed requests, live reads, the binary, TLS and auth.
+    let modules = [
+        "auth::",
+        "bad_input::",
+        "binary::",
+        "bucketed::",
+        "forks::",
+        "listing::",
+        "live::",
+        "metrics::",
+        "protocol::",
+        "subscriptions::",
+        "tls::",
+    ];
+    let mut lean = cargo(root);
+    if has_subcommand(root, "nextest") {
+        lean.args([
+            "nextest",
+            "run",
+            "-p",
+            "strand-server",
+            "--test",
+            "server",
+            "--no-fail-fast",
+        ])
+        .args(modules);
+    } else {
+        lean.args([
+            "test",
+            "-p",
+            "strand-server",
+            "--test",
+            "server",
+            "--no-fail-fast",
+            "--",
+        ])
+        .args(modules);
+    }
+    lean.env("STRAND_HTTP_ENGINE", "lean");
+    insta_env(&mut lean);
+    run(lean)?;
     let mut doctests = cargo(root);
     doctests.args(["test", "--workspace", "--doc"]);
     insta_env(&mut doctests);
