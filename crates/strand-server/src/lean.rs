@@ -792,6 +792,8 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Rewound<IO> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
 
     fn head(text: &str) -> Result<Option<Head>, Refusal> {
@@ -866,6 +868,80 @@ mod tests {
         assert!(!close("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
         assert!(!close("GET / HTTP/1.1\r\n\r\n"));
         assert!(close("GET / HTTP/1.1\r\nConnection: Close\r\n\r\n"));
+    }
+
+    /// Serves `wire` through the lean loop over an in-memory pipe that
+    /// passes at most `piece` bytes at a time (so heads, chunk lines and
+    /// CRLFs arrive split anywhere), with the client's side closed after
+    /// it, and returns everything answered.
+    async fn served_in_pieces(wire: &[u8], piece: usize) -> String {
+        let mut config = crate::Config::for_listen("127.0.0.1:0".parse().unwrap());
+        config.memory = true;
+        let config = Arc::new(config);
+        let engine = strand_engine::Engine::start(crate::engine_config(&config));
+        let (_stop_tx, stop) = watch::channel(false);
+        let state = crate::app_state(
+            Arc::clone(&config),
+            crate::Node::from(engine.clone()),
+            stop.clone(),
+            None,
+            None,
+            None,
+            None,
+        );
+        let (client, mut server) = tokio::io::duplex(piece);
+        let conn = Watch::new();
+        let serving = async {
+            let served = serve(&mut server, &conn, &state, &stop).await;
+            drop(server);
+            served
+        };
+        let (mut from_server, mut to_server) = tokio::io::split(client);
+        // Answers are read while requests are written: the pipe holds
+        // `piece` bytes each way.
+        let writing = async {
+            to_server.write_all(wire).await.unwrap();
+            to_server.shutdown().await.unwrap();
+        };
+        let reading = async {
+            let mut answers = Vec::new();
+            from_server.read_to_end(&mut answers).await.unwrap();
+            answers
+        };
+        let talking = async { tokio::join!(writing, reading).1 };
+        let (served, answers) = tokio::join!(serving, talking);
+        assert!(matches!(served, Ok(Served::Done)));
+        engine.shutdown().await;
+        String::from_utf8_lossy(&answers).into_owned()
+    }
+
+    #[tokio::test]
+    async fn requests_split_anywhere_are_answered_as_when_whole() {
+        let wire = b"PUT /v1/stream/s HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\n\
+              Content-Length: 3\r\n\r\nabc\
+              POST /v1/stream/s HTTP/1.1\r\nContent-Type: text/plain\r\n\
+              Transfer-Encoding: chunked\r\n\r\n2;e=1\r\nde\r\n1\r\nf\r\n0\r\nT: 1\r\n\r\n\
+              POST /v1/stream/s HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\ngh\
+              HEAD /v1/stream/s HTTP/1.1\r\n\r\n\
+              GET /v1/stream/s?offset=-1 HTTP/1.0\r\n\r\n";
+        let whole = served_in_pieces(wire, 1 << 16).await;
+        let statuses: Vec<&str> = whole
+            .match_indices("HTTP/1.1 ")
+            .map(|(at, _)| &whole[at + 9..at + 12])
+            .collect();
+        assert_eq!(statuses, ["201", "204", "204", "200", "200"], "{whole}");
+        assert!(whole.ends_with("\r\n\r\nabcdefgh"), "{whole}");
+        for piece in [1, 2, 3, 7, 64] {
+            let split = served_in_pieces(wire, piece).await;
+            // The same answers but for their Date and cursor headers.
+            let strip = |text: &str| {
+                text.lines()
+                    .filter(|l| !l.starts_with("date: ") && !l.starts_with("stream-cursor: "))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            assert_eq!(strip(&split), strip(&whole), "pieces of {piece} bytes");
+        }
     }
 
     async fn pumped(framing: Framing, wire: &[u8]) -> (io::Result<()>, Vec<u8>) {
