@@ -185,9 +185,16 @@ where
                 (response, true)
             }
             framing => {
-                if expect_continue && version == Version::HTTP_11 {
-                    io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
-                }
+                // `Expect: 100-continue`: the interim answer goes out when
+                // the routes first ask for the body, so a request refused
+                // from its head (413, 401) is answered before the client
+                // sends a byte of the body.
+                let (wanted, want) = if expect_continue && version == Version::HTTP_11 {
+                    let (wanted, want) = tokio::sync::oneshot::channel();
+                    (Some(wanted), Some(want))
+                } else {
+                    (None, None)
+                };
                 let (tx, rx) = mpsc::channel(1);
                 let hint = match framing {
                     Framing::Length(n) => SizeHint::with_exact(n),
@@ -199,12 +206,13 @@ where
                             rx,
                             hint,
                             ended: false,
+                            wanted,
                         },
                         watch,
                     ))
                 });
                 let routes = Box::pin(crate::routes::serve(state.clone(), request));
-                let pump = pump_body(io, &mut buf, framing, tx);
+                let pump = pump_body(io, &mut buf, framing, want, tx);
                 tokio::pin!(pump);
                 let mut routes = routes;
                 let mut pumped = None;
@@ -341,16 +349,26 @@ fn wants_close(headers: &HeaderMap, version: Version) -> bool {
 }
 
 /// Reads the rest of a request body from `io` into `tx`; `Ok` once the
-/// whole body was read (even if the routes stopped reading it).
+/// whole body was read (even if the routes stopped reading it). With
+/// `want` (`Expect: 100-continue`) it first waits for the routes to ask
+/// for the body, then sends `100 Continue`.
 async fn pump_body<IO>(
     io: &mut IO,
     buf: &mut BytesMut,
     framing: Framing,
+    want: Option<tokio::sync::oneshot::Receiver<()>>,
     tx: mpsc::Sender<io::Result<Bytes>>,
 ) -> io::Result<()>
 where
-    IO: AsyncRead + Unpin,
+    IO: AsyncRead + AsyncWrite + Unpin,
 {
+    if let Some(want) = want {
+        if want.await.is_err() {
+            // The routes dropped the body unread: the client sends none.
+            return Err(io::Error::other("the request body was not asked for"));
+        }
+        io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+    }
     let result = match framing {
         Framing::Length(n) => pump_length(io, buf, n, &tx).await,
         Framing::Chunked => pump_chunked(io, buf, &tx).await,
@@ -504,6 +522,8 @@ struct Piped {
     rx: mpsc::Receiver<io::Result<Bytes>>,
     hint: SizeHint,
     ended: bool,
+    /// Told at the first poll, when the client waits for `100 Continue`.
+    wanted: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Body for Piped {
@@ -516,6 +536,9 @@ impl Body for Piped {
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         if self.ended {
             return Poll::Ready(None);
+        }
+        if let Some(wanted) = self.wanted.take() {
+            let _ = wanted.send(());
         }
         match self.rx.poll_recv(cx) {
             Poll::Ready(Some(Ok(piece))) => {
@@ -946,9 +969,9 @@ mod tests {
 
     async fn pumped(framing: Framing, wire: &[u8]) -> (io::Result<()>, Vec<u8>) {
         let (tx, mut rx) = mpsc::channel(64);
-        let mut io = wire;
+        let mut io = tokio::io::join(wire, tokio::io::sink());
         let mut buf = BytesMut::new();
-        let result = pump_body(&mut io, &mut buf, framing, tx).await;
+        let result = pump_body(&mut io, &mut buf, framing, None, tx).await;
         let mut got = Vec::new();
         while let Ok(Ok(piece)) = rx.try_recv() {
             got.extend_from_slice(&piece);

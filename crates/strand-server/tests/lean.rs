@@ -114,6 +114,24 @@ async fn a_chunked_upload_waits_for_100_continue_and_is_appended_whole() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_refused_from_its_head_gets_no_100_continue() {
+    let s = lean(|c| c.max_body_bytes = 1024).await;
+    s.put("/v1/stream/e").text("").send().await;
+    let mut stream = TcpStream::connect(s.addr).await.unwrap();
+    stream
+        .write_all(
+            b"POST /v1/stream/e HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\n\
+              Content-Length: 100000\r\nExpect: 100-continue\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let text = read_until(&mut stream, |t| t.contains("\r\n\r\n")).await;
+    assert_eq!(statuses(&text), ["413"], "{text}");
+    assert!(closed(&mut stream).await);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_chunked_body_appends_nothing() {
     let s = lean(|_| {}).await;
     s.put("/v1/stream/m").text("").send().await;
