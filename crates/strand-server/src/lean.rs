@@ -126,8 +126,8 @@ where
     let mut buf = BytesMut::with_capacity(8 << 10);
     let mut first = true;
     loop {
-        // The head: read until it is complete, the connection closes or
-        // the server stops (while nothing of a request has arrived).
+        // The head: read until it is complete or the connection closes
+        // (bytes left after the last request may already hold it).
         let parsed = loop {
             if first && !buf.is_empty() {
                 let n = buf.len().min(H2_PREFACE.len());
