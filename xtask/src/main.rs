@@ -609,23 +609,17 @@ fn step_tests(root: &Path) -> Result<(), String> {
         "subscriptions::",
         "tls::",
     ];
+    // `--workspace`, as above, so the features and the build are the same
+    // (naming the package alone rebuilt it and its dependencies: 3 min).
     let mut lean = cargo(root);
     if has_subcommand(root, "nextest") {
-        lean.args([
-            "nextest",
-            "run",
-            "-p",
-            "strand-server",
-            "--test",
-            "server",
-            "--no-fail-fast",
-        ])
-        .args(modules);
+        lean.args(["nextest", "run", "--workspace", "--no-fail-fast"])
+            .args(["-E", "package(strand-server) & binary(server)"])
+            .args(modules);
     } else {
         lean.args([
             "test",
-            "-p",
-            "strand-server",
+            "--workspace",
             "--test",
             "server",
             "--no-fail-fast",
