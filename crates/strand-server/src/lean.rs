@@ -336,16 +336,18 @@ fn framing(headers: &HeaderMap, version: Version) -> Result<Framing, Refusal> {
 /// Whether a `Connection` header (or HTTP/1.0's default) closes the
 /// connection after the exchange.
 fn wants_close(headers: &HeaderMap, version: Version) -> bool {
-    let mut close = false;
-    let mut keep_alive = false;
-    for value in headers.get_all(CONNECTION) {
-        for token in value.as_bytes().split(|b| *b == b',') {
-            let token = token.trim_ascii();
-            close |= token.eq_ignore_ascii_case(b"close");
-            keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-        }
-    }
-    close || (version == Version::HTTP_10 && !keep_alive)
+    has_connection_token(headers, b"close")
+        || (version == Version::HTTP_10 && !has_connection_token(headers, b"keep-alive"))
+}
+
+/// Whether a `Connection` header of `headers` lists `token`.
+fn has_connection_token(headers: &HeaderMap, token: &[u8]) -> bool {
+    headers.get_all(CONNECTION).iter().any(|value| {
+        value
+            .as_bytes()
+            .split(|b| *b == b',')
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+    })
 }
 
 /// Reads the rest of a request body from `io` into `tx`; `Ok` once the
@@ -634,12 +636,7 @@ where
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
     let head_only = bodiless || method == Method::HEAD;
-    let mut keep_alive = keep_alive
-        && !parts.headers.get_all(CONNECTION).iter().any(|v| {
-            v.as_bytes()
-                .split(|b| *b == b',')
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
-        });
+    let mut keep_alive = keep_alive && !has_connection_token(&parts.headers, b"close");
     let exact = body.size_hint().exact();
     let has_length = parts.headers.contains_key(CONTENT_LENGTH);
     // How the body is framed on the wire.
