@@ -1,10 +1,11 @@
-//! `cargo xtask profile [--quick] [--only TEXT]`: where a server's time
+//! `cargo xtask profile [--quick] [--lean] [--only TEXT]`: where a server's time
 //! per append goes, strand against Electric's server, side by side in one
 //! run (performance issue). For each write scenario of `loadtest` (500
 //! writers × 256 B, × 100 B, with idempotent producers) and each server —
 //! strand-server in memory (`--memory`) and durable (`--data-dir`, fsync
 //! on), Electric's `durable-streams` 0.1.5 with `--durability memory` and
-//! `wal` — it runs `strand-bench writes` three times on a fresh server:
+//! `wal` (and with `--lean` strand-server's two modes again with
+//! `--http-engine lean`) — it runs `strand-bench writes` three times on a fresh server:
 //!
 //! 1. plain, with `perf stat -p PID` counting software events (task
 //!    clock, context switches, CPU migrations, `sched:sched_wakeup` —
@@ -36,7 +37,7 @@ use crate::loadtest::{
 use crate::target_dir;
 
 /// Usage of the task.
-pub(crate) const USAGE: &str = "cargo xtask profile [--quick] [--only TEXT]";
+pub(crate) const USAGE: &str = "cargo xtask profile [--quick] [--lean] [--only TEXT]";
 
 const TARGETS: [Target; 4] = [
     Target::Strand,
@@ -45,17 +46,22 @@ const TARGETS: [Target; 4] = [
     Target::ElectricWal,
 ];
 
+/// The targets `--lean` adds.
+const LEAN_TARGETS: [Target; 2] = [Target::StrandLean, Target::StrandDurableLean];
+
 /// Software events perf counts in the plain run.
 const EVENTS: &str = "task-clock,context-switches,cpu-migrations,sched:sched_wakeup,page-faults";
 
 /// `cargo xtask profile ARGS`.
 pub(crate) fn profile(root: &Path, args: &[String]) -> Result<(), String> {
     let mut quick = false;
+    let mut lean = false;
     let mut only: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => quick = true,
+            "--lean" => lean = true,
             "--only" => {
                 only = Some(
                     it.next()
@@ -121,9 +127,10 @@ pub(crate) fn profile(root: &Path, args: &[String]) -> Result<(), String> {
     let mut results = Vec::new();
     for (name, bench_args) in &scenarios {
         let mut row = Vec::new();
-        for target in TARGETS {
+        let extra: &[Target] = if lean { &LEAN_TARGETS } else { &[] };
+        for &target in TARGETS.iter().chain(extra) {
             println!("==> {name} against {}", target.label());
-            let alloc_events = if matches!(target, Target::Strand | Target::StrandDurable) {
+            let alloc_events = if !matches!(target, Target::Electric | Target::ElectricWal) {
                 &strand_probes
             } else {
                 &libc_probes
