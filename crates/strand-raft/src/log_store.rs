@@ -409,6 +409,11 @@ type Pending = Arc<Mutex<Option<Option<LogId<NodeId>>>>>;
 /// The most a batch of entry records reserves ahead of its records.
 const JOB_HINT_MAX: usize = 1 << 20;
 
+/// The most the writer's batch buffer keeps between batches: a batch
+/// written from the same memory as the last one needs no fresh pages
+/// (the server's allocator hands freed pages back to the system at once).
+const BATCH_BUFFER_KEPT: usize = 1 << 20;
+
 impl Shared {
     /// Reads entries back from their segments, in order. An entry purged
     /// meanwhile (its segment may be gone) is left out: purges drop a
@@ -723,6 +728,7 @@ impl LogStore {
             space,
             mem,
             files,
+            batch_buffer: Vec::new(),
         };
         let handle = std::thread::Builder::new()
             .name("strand-log".to_owned())
@@ -1147,6 +1153,9 @@ struct Writer {
     files: Arc<SegmentFiles>,
     /// The committed log id to write with a batch.
     committed: Pending,
+    /// The last batch's buffer, empty, for the next one
+    /// ([`BATCH_BUFFER_KEPT`]).
+    batch_buffer: Vec<u8>,
 }
 
 impl Writer {
@@ -1212,7 +1221,8 @@ impl Writer {
     }
 
     fn write_batch(&mut self, batch: &mut [Job]) -> Result<(), String> {
-        let mut buf = Vec::new();
+        let mut buf = std::mem::take(&mut self.batch_buffer);
+        buf.clear();
         let mut sync = false;
         let mut purge = None;
         let mut placed = Vec::new();
@@ -1268,6 +1278,10 @@ impl Writer {
             .batch(entries, proposals, buf.len() as u64, fsync);
         if let Some(upto) = purge {
             self.delete_purged(upto);
+        }
+        if buf.capacity() <= BATCH_BUFFER_KEPT {
+            buf.clear();
+            self.batch_buffer = buf;
         }
         Ok(())
     }
