@@ -181,7 +181,7 @@ where
                 let request = request.map(|()| {
                     axum::body::Body::new(conn::TrackedBody::new(Whole(Some(body)), watch))
                 });
-                let response = Box::pin(crate::routes::serve(state.clone(), request)).await;
+                let response = crate::routes::serve(state.clone(), request).await;
                 (response, true)
             }
             framing => {
@@ -211,10 +211,9 @@ where
                         watch,
                     ))
                 });
-                let routes = Box::pin(crate::routes::serve(state.clone(), request));
+                let routes = crate::routes::serve(state.clone(), request);
                 let pump = pump_body(io, &mut buf, framing, want, tx);
-                tokio::pin!(pump);
-                let mut routes = routes;
+                tokio::pin!(routes, pump);
                 let mut pumped = None;
                 let response = loop {
                     tokio::select! {
@@ -911,6 +910,7 @@ mod tests {
         );
         let (client, mut server) = tokio::io::duplex(piece);
         let conn = Watch::new();
+        eprintln!("SIZE {}", std::mem::size_of_val(&serve(&mut server, &conn, &state, &stop)));
         let serving = async {
             let served = serve(&mut server, &conn, &state, &stop).await;
             drop(server);
