@@ -13,6 +13,8 @@
 //! and `--peer`s; no stream, bucket or producer name is ever a label.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use axum::http::Method;
@@ -21,7 +23,6 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// A request's labels: its route class, method and status.
@@ -57,17 +58,109 @@ struct FollowerLabels {
     follower: u64,
 }
 
-type LatencyFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
+type LatencyFamily = Family<RouteLabels, Latency, fn() -> Latency>;
 
-/// Request latency buckets: 100 µs to about 26 s, doubling.
-fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.000_1, 2.0, 19))
+/// How many finite request latency buckets there are: 100 µs to about
+/// 26 s, doubling.
+const LATENCY_BUCKETS: usize = 19;
+
+/// The first latency bucket's bound, in nanoseconds.
+const LATENCY_FIRST_NS: u64 = 100_000;
+
+/// A request latency histogram counted with atomics alone: every answer
+/// observes one, so it takes no lock (prometheus-client's `Histogram`
+/// takes a mutex). Buckets of 100 µs to about 26 s, doubling, and one
+/// beyond; the sum in nanoseconds.
+#[derive(Debug, Clone, Default)]
+struct Latency(std::sync::Arc<LatencyCounts>);
+
+#[derive(Debug, Default)]
+struct LatencyCounts {
+    buckets: [AtomicU64; LATENCY_BUCKETS + 1],
+    sum_ns: AtomicU64,
+}
+
+impl Latency {
+    fn observe(&self, took: Duration) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let counts = &self.0;
+        counts.buckets[latency_bucket(ns)].fetch_add(1, Relaxed);
+        counts.sum_ns.fetch_add(ns, Relaxed);
+    }
+}
+
+/// The bucket a latency of `ns` nanoseconds falls in: the first whose
+/// bound (`LATENCY_FIRST_NS · 2^i`) is at least `ns`, else the last.
+fn latency_bucket(ns: u64) -> usize {
+    if ns <= LATENCY_FIRST_NS {
+        return 0;
+    }
+    // The smallest i with 2^i · first ≥ ns: i = ⌈log2 ⌈ns / first⌉⌉.
+    let multiple = ns.div_ceil(LATENCY_FIRST_NS);
+    let i = (u64::BITS - (multiple - 1).leading_zeros()) as usize;
+    i.min(LATENCY_BUCKETS)
+}
+
+impl prometheus_client::metrics::TypedMetric for Latency {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for Latency {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let counts = &self.0;
+        let mut bound = LATENCY_FIRST_NS as f64 / 1e9;
+        let mut buckets = Vec::with_capacity(LATENCY_BUCKETS + 1);
+        for (i, count) in counts.buckets.iter().enumerate() {
+            let upper = if i == LATENCY_BUCKETS {
+                f64::INFINITY
+            } else {
+                bound
+            };
+            buckets.push((upper, count.load(Relaxed)));
+            bound *= 2.0;
+        }
+        let count = buckets.iter().map(|(_, n)| n).sum();
+        #[allow(clippy::cast_precision_loss)]
+        let sum = counts.sum_ns.load(Relaxed) as f64 / 1e9;
+        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Distinguishes [`Metrics`] instances in the per-thread cache of
+/// [`Metrics::request`] (tests run many servers in one process).
+static METRICS_SERIAL: AtomicU64 = AtomicU64::new(0);
+
+/// What [`Metrics::request`] caches: a request's labels and their series.
+struct RecentSeries {
+    metrics: u64,
+    route: &'static str,
+    method: &'static str,
+    status: u16,
+    requests: Counter,
+    latency: Latency,
+}
+
+/// How many label sets each thread keeps at hand.
+const RECENT_SERIES: usize = 8;
+
+thread_local! {
+    /// The series of the requests this thread answered last: looking a
+    /// label set up in a family hashes it and takes a lock shared by
+    /// every thread, and nearly every request repeats one of a few.
+    static RECENT: std::cell::RefCell<Vec<RecentSeries>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The figures the server counts as they happen. Cheap to share: every
 /// metric is an `Arc` inside.
 #[derive(Debug)]
 pub struct Metrics {
+    /// This instance among the process's ([`METRICS_SERIAL`]).
+    serial: u64,
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: LatencyFamily,
@@ -94,7 +187,7 @@ impl Metrics {
             "HTTP requests answered, by route class, method and status",
             requests.clone(),
         );
-        let latency = LatencyFamily::new_with_constructor(latency_histogram);
+        let latency = LatencyFamily::new_with_constructor(Latency::default);
         registry.register(
             "http_request_duration_seconds",
             "Time to answer a request (until its head is sent), by route class",
@@ -135,6 +228,7 @@ impl Metrics {
             passed_on.clone(),
         );
         Self {
+            serial: METRICS_SERIAL.fetch_add(1, Relaxed),
             registry,
             requests,
             latency,
@@ -154,16 +248,41 @@ impl Metrics {
         status: u16,
         took: Duration,
     ) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                route,
-                method: method_label(method),
-                status,
-            })
-            .inc();
-        self.latency
-            .get_or_create(&RouteLabels { route })
-            .observe(took.as_secs_f64());
+        let method = method_label(method);
+        RECENT.with_borrow_mut(|recent| {
+            let at = recent.iter().position(|r| {
+                r.metrics == self.serial
+                    && r.status == status
+                    && r.route == route
+                    && r.method == method
+            });
+            let series = match at {
+                Some(at) => &recent[at],
+                None => {
+                    if recent.len() == RECENT_SERIES {
+                        recent.remove(0);
+                    }
+                    recent.push(RecentSeries {
+                        metrics: self.serial,
+                        route,
+                        method,
+                        status,
+                        requests: self
+                            .requests
+                            .get_or_create(&RequestLabels {
+                                route,
+                                method,
+                                status,
+                            })
+                            .clone(),
+                        latency: self.latency.get_or_create(&RouteLabels { route }).clone(),
+                    });
+                    &recent[recent.len() - 1]
+                }
+            };
+            series.requests.inc();
+            series.latency.observe(took);
+        });
     }
 
     /// Counts an append of `bytes` bytes.
@@ -635,6 +754,40 @@ mod tests {
             "{out}"
         );
         assert!(names(&out).contains("strand_http_request_duration_seconds"));
+    }
+
+    #[test]
+    fn latencies_fall_in_the_first_bucket_whose_bound_holds_them() {
+        assert_eq!(latency_bucket(0), 0);
+        assert_eq!(latency_bucket(100_000), 0);
+        assert_eq!(latency_bucket(100_001), 1);
+        assert_eq!(latency_bucket(200_000), 1);
+        assert_eq!(latency_bucket(200_001), 2);
+        assert_eq!(latency_bucket(400_000), 2);
+        // The last finite bound: 100 µs · 2^18 ≈ 26.2 s.
+        assert_eq!(latency_bucket(100_000 << 18), 18);
+        assert_eq!(latency_bucket((100_000 << 18) + 1), 19);
+        assert_eq!(latency_bucket(u64::MAX), 19);
+        let m = Metrics::new();
+        for took in [50, 150, 150, 30_000_000] {
+            m.request("stream", &Method::GET, 200, Duration::from_micros(took));
+        }
+        // Another instance's requests stay out of this one's series,
+        // though the same thread answered both.
+        Metrics::new().request("stream", &Method::GET, 200, Duration::from_micros(50));
+        let mut out = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &m.registry).unwrap();
+        for line in [
+            r#"strand_http_request_duration_seconds_bucket{route="stream",le="0.0001"} 1"#,
+            r#"strand_http_request_duration_seconds_bucket{route="stream",le="0.0002"} 3"#,
+            r#"strand_http_request_duration_seconds_bucket{route="stream",le="26.2144"} 3"#,
+            r#"strand_http_request_duration_seconds_bucket{route="stream",le="+Inf"} 4"#,
+            r#"strand_http_request_duration_seconds_count{route="stream"} 4"#,
+            r#"strand_http_request_duration_seconds_sum{route="stream"} 30.00035"#,
+            r#"strand_http_requests_total{route="stream",method="GET",status="200"} 4"#,
+        ] {
+            assert!(out.contains(line), "{line} not in {out}");
+        }
     }
 
     #[test]
