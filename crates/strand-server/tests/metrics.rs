@@ -306,10 +306,19 @@ async fn a_cluster_leader_reports_replication_to_its_followers() {
     })
     .await;
     let addr = nodes[leader].addr;
-    let r = process::request(addr, "PUT", "/v1/stream/c", &[], b"")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 201);
+    // Until every member has its placement, a member may answer 503
+    // ("joining"), which changes nothing; a client tries again.
+    eventually("the stream created", Duration::from_secs(30), || async {
+        let r = process::request(addr, "PUT", "/v1/stream/c", &[], b"")
+            .await
+            .unwrap();
+        match r.status {
+            201 => Some(()),
+            503 => None,
+            other => panic!("PUT answered {other}: {}", String::from_utf8_lossy(&r.body)),
+        }
+    })
+    .await;
     let r = process::request(
         addr,
         "POST",
