@@ -66,12 +66,22 @@ impl<T> Hub<T> {
     }
 
     fn add(&self, path: String, subscriber: T) {
+        self.add_after(path, subscriber, |_| true);
+    }
+
+    /// Adds `subscriber` once `greet` has sent it its first event, under
+    /// the lock `publish` takes: no event is published between the two,
+    /// and the subscriber hears of none before it is registered. One
+    /// whose greeting does not go out is not added.
+    fn add_after(&self, path: String, subscriber: T, greet: impl FnOnce(&T) -> bool) {
         let mut map = self
             .by_path
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        map.entry(path).or_default().push(subscriber);
-        self.count.fetch_add(1, Ordering::Relaxed);
+        if greet(&subscriber) {
+            map.entry(path).or_default().push(subscriber);
+            self.count.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Offers `event` to `path`'s subscribers; `deliver` false drops one.
@@ -488,10 +498,15 @@ async fn lean_connection(
             let mut head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\ndate: ".to_vec();
             push_http_date(&mut head);
             head.extend_from_slice(b"\r\n\r\n");
-            head.extend_from_slice(&chunk(FIRST_CONTROL));
             stream.write_all(&head).await?;
             let (mut read, write) = stream.into_split();
-            hubs[shard].add(path, Arc::new(write));
+            // The first control event goes out as the subscriber is
+            // registered: an append the client makes once it has seen it
+            // reaches the subscriber.
+            let first = chunk(FIRST_CONTROL);
+            hubs[shard].add_after(path, Arc::new(write), |write| {
+                matches!(write.try_write(&first), Ok(n) if n == first.len())
+            });
             // Until the subscriber goes away.
             let mut sink = [0u8; 1024];
             while read.read(&mut sink).await? > 0 {}
