@@ -20,9 +20,9 @@
 //! the three nodes (a follower forwards its writes to the group's
 //! leader); `--cluster-leader` the same cluster with every writer on the
 //! node that leads the most groups (node 1 initializes the groups and
-//! usually leads them all). `--lean` adds strand-server with
-//! `--http-engine lean` (and, with `--durable`, the durable node with it
-//! too). `--only TEXT` runs the scenarios whose name contains TEXT.
+//! usually leads them all). strand-server serves with its default HTTP
+//! engine (`lean`); `--hyper` adds it with `--http-engine hyper` (and,
+//! with `--durable`, the durable node with it too). `--only TEXT` runs the scenarios whose name contains TEXT.
 //! `--pin` runs every server on the last CPU this process may use and the
 //! load tool on the others (`taskset`, Linux), so that the load tool cannot
 //! take the server's CPU time: throughput is then what one core of server
@@ -89,16 +89,16 @@ pub(crate) const ELECTRIC: PeerCrate = PeerCrate {
 const LONG_POLL_MS: u64 = 30_000;
 
 /// Usage of the task.
-pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--floors] [--lean] [--only TEXT] [--targets NAME,…] [--pin] [--resident-writers-large N] [--resident-writers-small N]";
+pub(crate) const USAGE: &str = "cargo xtask loadtest [--compare] [--quick] [--durable] [--fsync-never] [--cluster] [--cluster-leader] [--floors] [--hyper] [--only TEXT] [--targets NAME,…] [--pin] [--resident-writers-large N] [--resident-writers-small N]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
     Strand,
     StrandDurable,
-    /// strand-server in memory with `--http-engine lean`.
-    StrandLean,
-    /// strand-server with `--data-dir` and `--http-engine lean`.
-    StrandDurableLean,
+    /// strand-server in memory with `--http-engine hyper`.
+    StrandHyper,
+    /// strand-server with `--data-dir` and `--http-engine hyper`.
+    StrandDurableHyper,
     StrandNoFsync,
     StrandCluster,
     StrandClusterLeader,
@@ -121,8 +121,8 @@ impl Target {
         match self {
             Target::Strand => "strand",
             Target::StrandDurable => "strand durable",
-            Target::StrandLean => "strand lean HTTP",
-            Target::StrandDurableLean => "strand durable, lean HTTP",
+            Target::StrandHyper => "strand hyper HTTP",
+            Target::StrandDurableHyper => "strand durable, hyper HTTP",
             Target::StrandNoFsync => "strand fsync never",
             Target::StrandCluster => "strand 3 nodes",
             Target::StrandClusterLeader => "strand 3 nodes, to leader",
@@ -140,8 +140,8 @@ impl Target {
         match self {
             Target::Strand => "strand",
             Target::StrandDurable => "durable",
-            Target::StrandLean => "lean",
-            Target::StrandDurableLean => "durable-lean",
+            Target::StrandHyper => "hyper",
+            Target::StrandDurableHyper => "durable-hyper",
             Target::StrandNoFsync => "no-fsync",
             Target::StrandCluster => "3-nodes",
             Target::StrandClusterLeader => "3n-leader",
@@ -417,7 +417,7 @@ fn scenarios(quick: bool, writers: ResidentWriters) -> Vec<Scenario> {
 pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     let (mut compare, mut quick, mut durable, mut no_fsync) = (false, false, false, false);
     let (mut cluster, mut cluster_leader, mut pin, mut floors) = (false, false, false, false);
-    let mut lean = false;
+    let mut hyper = false;
     let mut only: Option<String> = None;
     let mut keep: Option<Vec<String>> = None;
     let mut writers = ResidentWriters::default();
@@ -431,7 +431,7 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
             "--cluster" => cluster = true,
             "--cluster-leader" => cluster_leader = true,
             "--floors" => floors = true,
-            "--lean" => lean = true,
+            "--hyper" => hyper = true,
             "--pin" => pin = true,
             "--only" => {
                 only = Some(
@@ -473,13 +473,13 @@ pub(crate) fn loadtest(root: &Path, args: &[String]) -> Result<(), String> {
     let work = target_dir(root).join("loadtest");
     fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let mut targets = vec![Target::Strand];
-    if lean {
-        targets.push(Target::StrandLean);
+    if hyper {
+        targets.push(Target::StrandHyper);
     }
     if durable {
         targets.push(Target::StrandDurable);
-        if lean {
-            targets.push(Target::StrandDurableLean);
+        if hyper {
+            targets.push(Target::StrandDurableHyper);
         }
     }
     if no_fsync {
@@ -613,16 +613,16 @@ fn start(root: &Path, target: Target, work: &Path) -> Result<Vec<ServerGuard>, S
 pub(crate) fn start_one(root: &Path, target: Target, work: &Path) -> Result<ServerGuard, String> {
     match target {
         Target::Strand => start_strand(root, LONG_POLL_MS, work.join("strand-server.log"), &[]),
-        Target::StrandLean => start_strand(
+        Target::StrandHyper => start_strand(
             root,
             LONG_POLL_MS,
-            work.join("strand-server-lean.log"),
-            &["--http-engine".to_owned(), "lean".to_owned()],
+            work.join("strand-server-hyper.log"),
+            &["--http-engine".to_owned(), "hyper".to_owned()],
         ),
         Target::StrandCluster | Target::StrandClusterLeader => {
             Err("the cluster is three processes".into())
         }
-        Target::StrandDurable | Target::StrandDurableLean | Target::StrandNoFsync => {
+        Target::StrandDurable | Target::StrandDurableHyper | Target::StrandNoFsync => {
             // A fresh data directory for every scenario.
             let data = work.join("durable-data");
             let _ = fs::remove_dir_all(&data);
@@ -630,8 +630,8 @@ pub(crate) fn start_one(root: &Path, target: Target, work: &Path) -> Result<Serv
             if target == Target::StrandNoFsync {
                 extra.extend(["--fsync".to_owned(), "never".to_owned()]);
             }
-            if target == Target::StrandDurableLean {
-                extra.extend(["--http-engine".to_owned(), "lean".to_owned()]);
+            if target == Target::StrandDurableHyper {
+                extra.extend(["--http-engine".to_owned(), "hyper".to_owned()]);
             }
             start_strand(
                 root,

@@ -69,7 +69,7 @@ fn print_help() {
     println!();
     println!("tasks:");
     println!("  ci       fmt, clippy, doc, http-conformance without and with authentication,");
-    println!("           on --http-engine lean, and with the subscription tests (in a network");
+    println!("           on --http-engine hyper, and with the subscription tests (in a network");
     println!("           namespace)");
     println!("           (every test must pass), apps (every check must pass), tests (with");
     println!("           insta checks),");
@@ -152,8 +152,8 @@ fn print_help() {
     println!("           durable-streams-server 0.3.0 and Electric's durable-streams 0.1.5 in");
     println!("           memory and wal mode (installed into target/peers) and prints strand's");
     println!("           ratio to each; --resident-writers-large N (8), --resident-writers-small");
-    println!("           N (500) set the resident scenarios' writers; --lean adds strand-server");
-    println!("           on --http-engine lean (and its durable node with --durable); loopback");
+    println!("           N (500) set the resident scenarios' writers; --hyper adds strand-server");
+    println!("           on --http-engine hyper (and its durable node with --durable); loopback");
     println!("           only");
     println!("  cold-outage [--seconds N]");
     println!("           the cold tier's store taken down for N seconds (default 30) under");
@@ -306,8 +306,8 @@ fn ci(root: &Path) -> Result<(), String> {
             run: step_http_conformance,
         },
         Step {
-            name: "http-conformance-lean",
-            run: step_http_conformance_lean,
+            name: "http-conformance-hyper",
+            run: step_http_conformance_hyper,
         },
         Step {
             name: "http-conformance-auth",
@@ -426,14 +426,14 @@ fn step_http_conformance(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(root, &["--debug-build".into()])
 }
 
-/// The same suite against `--http-engine lean`, strand's own HTTP/1.1
-/// connection.
-fn step_http_conformance_lean(root: &Path) -> Result<(), String> {
+/// The same suite against `--http-engine hyper`, hyper's server (the
+/// default is strand's own HTTP/1.1 connection, `lean`).
+fn step_http_conformance_hyper(root: &Path) -> Result<(), String> {
     http_conformance::http_conformance(
         root,
         &[
             "--http-engine".into(),
-            "lean".into(),
+            "hyper".into(),
             "--debug-build".into(),
         ],
     )
@@ -593,7 +593,7 @@ fn step_tests(root: &Path) -> Result<(), String> {
     }
     insta_env(&mut tests);
     run(tests)?;
-    // The server's HTTP-facing tests again on `--http-engine lean` (the
+    // The server's HTTP-facing tests again on `--http-engine hyper` (the
     // tests' servers read STRAND_HTTP_ENGINE): the protocol, the
     // malformed requests, live reads, the binary, TLS and auth.
     let modules = [
@@ -611,13 +611,13 @@ fn step_tests(root: &Path) -> Result<(), String> {
     ];
     // `--workspace`, as above, so the features and the build are the same
     // (naming the package alone rebuilt it and its dependencies: 3 min).
-    let mut lean = cargo(root);
+    let mut hyper = cargo(root);
     if has_subcommand(root, "nextest") {
-        lean.args(["nextest", "run", "--workspace", "--no-fail-fast"])
+        hyper.args(["nextest", "run", "--workspace", "--no-fail-fast"])
             .args(["-E", "package(strand-server) & binary(server)"])
             .args(modules);
     } else {
-        lean.args([
+        hyper.args([
             "test",
             "--workspace",
             "--test",
@@ -627,9 +627,9 @@ fn step_tests(root: &Path) -> Result<(), String> {
         ])
         .args(modules);
     }
-    lean.env("STRAND_HTTP_ENGINE", "lean");
-    insta_env(&mut lean);
-    run(lean)?;
+    hyper.env("STRAND_HTTP_ENGINE", "hyper");
+    insta_env(&mut hyper);
+    run(hyper)?;
     let mut doctests = cargo(root);
     doctests.args(["test", "--workspace", "--doc"]);
     insta_env(&mut doctests);

@@ -1,11 +1,11 @@
-//! `cargo xtask profile [--quick] [--lean] [--only TEXT]`: where a server's time
+//! `cargo xtask profile [--quick] [--hyper] [--only TEXT]`: where a server's time
 //! per append goes, strand against Electric's server, side by side in one
 //! run (performance issue). For each write scenario of `loadtest` (500
 //! writers × 256 B, × 100 B, with idempotent producers) and each server —
 //! strand-server in memory (`--memory`) and durable (`--data-dir`, fsync
 //! on), Electric's `durable-streams` 0.1.5 with `--durability memory` and
-//! `wal` (and with `--lean` strand-server's two modes again with
-//! `--http-engine lean`) — it runs `strand-bench writes` three times on a fresh server:
+//! `wal` (and with `--hyper` strand-server's two modes again with
+//! `--http-engine hyper`) — it runs `strand-bench writes` three times on a fresh server:
 //!
 //! 1. plain, with `perf stat -p PID` counting software events (task
 //!    clock, context switches, CPU migrations, `sched:sched_wakeup` —
@@ -37,7 +37,7 @@ use crate::loadtest::{
 use crate::target_dir;
 
 /// Usage of the task.
-pub(crate) const USAGE: &str = "cargo xtask profile [--quick] [--lean] [--only TEXT]";
+pub(crate) const USAGE: &str = "cargo xtask profile [--quick] [--hyper] [--only TEXT]";
 
 const TARGETS: [Target; 4] = [
     Target::Strand,
@@ -46,8 +46,8 @@ const TARGETS: [Target; 4] = [
     Target::ElectricWal,
 ];
 
-/// The targets `--lean` adds.
-const LEAN_TARGETS: [Target; 2] = [Target::StrandLean, Target::StrandDurableLean];
+/// The targets `--hyper` adds.
+const HYPER_TARGETS: [Target; 2] = [Target::StrandHyper, Target::StrandDurableHyper];
 
 /// Software events perf counts in the plain run.
 const EVENTS: &str = "task-clock,context-switches,cpu-migrations,sched:sched_wakeup,page-faults";
@@ -55,13 +55,13 @@ const EVENTS: &str = "task-clock,context-switches,cpu-migrations,sched:sched_wak
 /// `cargo xtask profile ARGS`.
 pub(crate) fn profile(root: &Path, args: &[String]) -> Result<(), String> {
     let mut quick = false;
-    let mut lean = false;
+    let mut hyper = false;
     let mut only: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => quick = true,
-            "--lean" => lean = true,
+            "--hyper" => hyper = true,
             "--only" => {
                 only = Some(
                     it.next()
@@ -127,7 +127,7 @@ pub(crate) fn profile(root: &Path, args: &[String]) -> Result<(), String> {
     let mut results = Vec::new();
     for (name, bench_args) in &scenarios {
         let mut row = Vec::new();
-        let extra: &[Target] = if lean { &LEAN_TARGETS } else { &[] };
+        let extra: &[Target] = if hyper { &HYPER_TARGETS } else { &[] };
         for &target in TARGETS.iter().chain(extra) {
             println!("==> {name} against {}", target.label());
             let alloc_events = if !matches!(target, Target::Electric | Target::ElectricWal) {

@@ -141,10 +141,10 @@ pub struct Config {
     /// the refusals logged, at most once a second).
     #[arg(long, env = "STRAND_MAX_CONNECTIONS", default_value_t = 20_000)]
     pub max_connections: usize,
-    /// Which HTTP/1.1 server serves plaintext connections: `hyper` (the
-    /// default) or `lean` (strand's own, which spends less CPU per
-    /// request; experimental). TLS and HTTP/2 are always served by hyper.
-    #[arg(long, env = "STRAND_HTTP_ENGINE", value_enum, default_value_t = HttpEngine::Hyper)]
+    /// Which HTTP/1.1 server serves plaintext connections: `lean` (the
+    /// default: strand's own, which spends less CPU per request) or
+    /// `hyper` (hyper's server). TLS and HTTP/2 are always served by hyper.
+    #[arg(long, env = "STRAND_HTTP_ENGINE", value_enum, default_value_t = HttpEngine::Lean)]
     pub http_engine: HttpEngine,
     /// A request head must arrive whole within this many milliseconds of
     /// its first byte, or the connection is closed.

@@ -201,8 +201,8 @@ async fn run(mut config: Config) -> ExitCode {
         None => eprintln!("strand-server: in memory (--memory): nothing survives a restart"),
     }
     let scheme = if tls_on { "https" } else { "http" };
-    if config.http_engine == strand_server::config::HttpEngine::Lean && !tls_on {
-        eprintln!("strand-server: HTTP/1.1 served by the lean engine (--http-engine lean)");
+    if config.http_engine == strand_server::config::HttpEngine::Hyper && !tls_on {
+        eprintln!("strand-server: HTTP/1.1 served by hyper (--http-engine hyper)");
     }
     if let Some(admin_addr) = admin.as_ref().and_then(|l| l.local_addr().ok()) {
         // Before the ready line, so a script that waits for that line has

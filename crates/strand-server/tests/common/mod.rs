@@ -22,12 +22,13 @@ use tokio::task::JoinHandle;
 pub const START_MS: u64 = 1_767_225_600_000;
 
 /// The HTTP engine the tests' servers run: `STRAND_HTTP_ENGINE` as the
-/// binary reads it (`lean`; anything else is hyper), so one variable runs
-/// the whole suite, in-process and spawned servers, on either engine.
+/// binary reads it (`hyper`; anything else is lean, the default), so one
+/// variable runs the suite's servers — spawned ones, and in-process ones
+/// whose test does not choose an engine — on either engine.
 pub fn http_engine() -> strand_server::config::HttpEngine {
     match std::env::var("STRAND_HTTP_ENGINE").as_deref() {
-        Ok("lean") => strand_server::config::HttpEngine::Lean,
-        _ => strand_server::config::HttpEngine::Hyper,
+        Ok("hyper") => strand_server::config::HttpEngine::Hyper,
+        _ => strand_server::config::HttpEngine::Lean,
     }
 }
 
@@ -55,6 +56,7 @@ impl TestServer {
         // The engine is in memory: no default cold tier under ./strand-data
         // (a test that wants one names its directory).
         config.memory = true;
+        config.http_engine = http_engine();
         tweak(&mut config);
         let cold = config.cold_tier().unwrap();
         Self::start_cold(config, cold).await
@@ -62,10 +64,7 @@ impl TestServer {
 
     /// Starts a server with this configuration and cold tier (tests that
     /// wrap the cold backend build it themselves).
-    pub async fn start_cold(mut config: Config, cold: Option<strand_cold::ColdTier>) -> Self {
-        if config.http_engine == strand_server::config::HttpEngine::Hyper {
-            config.http_engine = http_engine();
-        }
+    pub async fn start_cold(config: Config, cold: Option<strand_cold::ColdTier>) -> Self {
         let listener = strand_server::listen(config.listen).unwrap();
         let addr = listener.local_addr().unwrap();
         let admin = strand_server::listen("127.0.0.1:0".parse().unwrap()).unwrap();
