@@ -910,7 +910,6 @@ mod tests {
         );
         let (client, mut server) = tokio::io::duplex(piece);
         let conn = Watch::new();
-        eprintln!("SIZE {}", std::mem::size_of_val(&serve(&mut server, &conn, &state, &stop)));
         let serving = async {
             let served = serve(&mut server, &conn, &state, &stop).await;
             drop(server);
