@@ -613,19 +613,21 @@ fn step_tests(root: &Path) -> Result<(), String> {
     // (naming the package alone rebuilt it and its dependencies: 3 min).
     let mut hyper = cargo(root);
     if has_subcommand(root, "nextest") {
-        hyper.args(["nextest", "run", "--workspace", "--no-fail-fast"])
+        hyper
+            .args(["nextest", "run", "--workspace", "--no-fail-fast"])
             .args(["-E", "package(strand-server) & binary(server)"])
             .args(modules);
     } else {
-        hyper.args([
-            "test",
-            "--workspace",
-            "--test",
-            "server",
-            "--no-fail-fast",
-            "--",
-        ])
-        .args(modules);
+        hyper
+            .args([
+                "test",
+                "--workspace",
+                "--test",
+                "server",
+                "--no-fail-fast",
+                "--",
+            ])
+            .args(modules);
     }
     hyper.env("STRAND_HTTP_ENGINE", "hyper");
     insta_env(&mut hyper);

@@ -293,7 +293,18 @@ mod tests {
     fn digests_of_slices_equal_the_digest_of_their_bytes() {
         // Small slices gathered into runs, large ones hashed as they are,
         // in every mix: the digest is that of the concatenation.
-        let sizes = [0usize, 1, 255, 256, 1024, 1025, 4095, 16 << 10, (16 << 10) + 7, 70_000];
+        let sizes = [
+            0usize,
+            1,
+            255,
+            256,
+            1024,
+            1025,
+            4095,
+            16 << 10,
+            (16 << 10) + 7,
+            70_000,
+        ];
         for (i, _) in sizes.iter().enumerate() {
             let mut slices = Vec::new();
             let mut whole = Vec::new();

@@ -504,9 +504,11 @@ async fn lean_connection(
             // registered: an append the client makes once it has seen it
             // reaches the subscriber.
             let first = chunk(FIRST_CONTROL);
-            hubs[shard].add_after(path, Arc::new(write), |write| {
-                matches!(write.try_write(&first), Ok(n) if n == first.len())
-            });
+            hubs[shard].add_after(
+                path,
+                Arc::new(write),
+                |write| matches!(write.try_write(&first), Ok(n) if n == first.len()),
+            );
             // Until the subscriber goes away.
             let mut sink = [0u8; 1024];
             while read.read(&mut sink).await? > 0 {}
