@@ -1221,8 +1221,8 @@ impl Writer {
     }
 
     fn write_batch(&mut self, batch: &mut [Job]) -> Result<(), String> {
+        // Empty: it is cleared before it is kept.
         let mut buf = std::mem::take(&mut self.batch_buffer);
-        buf.clear();
         let mut sync = false;
         let mut purge = None;
         let mut placed = Vec::new();
